@@ -1,0 +1,249 @@
+"""Read and write data files: JSON (a list of rows) or JSONL (one row per line).
+
+The format is detected from the content, not the extension: a file whose first
+non-blank character is ``[`` is a JSON list, anything else is JSONL. Every bad row is
+reported (file, 1-based line, field, what was expected) before anything is raised.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tqdm import tqdm
+
+from easyvideor1.data.schema import Sample, is_url, parse_row
+from easyvideor1.errors import DataError, RowProblem
+
+_PROGRESS_MIN_ROWS = 20000  # below this, loading takes well under a second: no bar
+
+
+def load_samples(
+    path: str | os.PathLike,
+    *,
+    strict: bool = True,
+    media_root: str | os.PathLike | None = None,
+    check_media: bool = False,
+) -> list[Sample]:
+    """Load and validate every row of ``path``.
+
+    ``strict=True`` raises :class:`DataError` listing every problem of the file;
+    ``strict=False`` returns only the good rows (use :func:`load_samples_report` to also get
+    the problems). Relative media paths resolve against ``media_root`` or the file's folder.
+    ``check_media=True`` also reports media files that do not exist.
+    """
+    samples, problems = load_samples_report(path, media_root=media_root, check_media=check_media)
+    if problems and strict:
+        raise DataError(problems)
+    return samples
+
+
+def load_samples_report(
+    path: str | os.PathLike,
+    *,
+    media_root: str | os.PathLike | None = None,
+    check_media: bool = False,
+) -> tuple[list[Sample], list[RowProblem]]:
+    """Like :func:`load_samples` but never raises for bad data: ``(good samples, problems)``."""
+    path_str = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        return [], [RowProblem(path_str, 0, None, "data file not found")]
+    except OSError as exc:
+        return [], [RowProblem(path_str, 0, None, f"cannot read data file: {exc.strerror or exc}")]
+    base_dir = os.path.abspath(media_root) if media_root is not None else os.path.dirname(os.path.abspath(path))
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    stem = Path(path).stem
+    problems: list[RowProblem] = []
+    is_list = raw.lstrip()[:1] == b"["
+    entries = _json_list_rows(raw, path_str, problems) if is_list else _jsonl_rows(raw, path_str, problems)
+
+    samples: list[Sample] = []
+    first_line_of: dict[str, int] = {}
+    n_rows = 0
+    for line, index, value in tqdm(entries, desc=f"load {Path(path).name}", unit="row", file=sys.stderr,
+                                   disable=len(entries) < _PROGRESS_MIN_ROWS):
+        n_rows += 1
+        # Rows of a JSON list may share a line, so their derived ids use the row index.
+        sample, row_problems = parse_row(
+            value, path=path_str, line=line, base_dir=base_dir,
+            default_id=f"{stem}:row{index}" if is_list else f"{stem}:{line}",
+            row_label=f"row {index}" if is_list else "")
+        if sample is not None and check_media:
+            row_problems = _missing_media(sample, path_str, line)
+        if sample is not None:
+            seen = first_line_of.get(sample.problem_id)
+            if seen is not None:
+                row_problems = [*row_problems, RowProblem(
+                    path_str, line, "problem_id",
+                    f"duplicate problem_id {sample.problem_id!r} (first used on line {seen}); ids must be unique")]
+            else:
+                first_line_of[sample.problem_id] = line
+        problems.extend(row_problems)
+        if sample is not None and not row_problems:
+            samples.append(sample)
+    if n_rows == 0 and not problems:
+        problems.append(RowProblem(path_str, 0, None, "the file has no rows (expected JSONL or a JSON list)"))
+    problems.sort(key=lambda p: p.line)
+    return samples, problems
+
+
+def _jsonl_rows(raw: bytes, path: str, problems: list[RowProblem]) -> list[tuple[int, int, object]]:
+    rows = []
+    for line_no, line in enumerate(raw.split(b"\n"), start=1):
+        if not line.strip():
+            continue  # blank lines are allowed (editors, concatenated files)
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            problems.append(RowProblem(path, line_no, None, f"not valid UTF-8 at byte {exc.start + 1} of the line"))
+            continue
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            problems.append(RowProblem(path, line_no, None, f"invalid JSON at column {exc.colno}: {exc.msg}"))
+            continue
+        rows.append((line_no, len(rows) + 1, value))
+    return rows
+
+
+def _json_list_rows(raw: bytes, path: str, problems: list[RowProblem]) -> list[tuple[int, int, object]]:
+    """Decode a JSON list element by element, so each row keeps the line it starts on."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        problems.append(RowProblem(path, line, None, "not valid UTF-8"))
+        return []
+    decoder = json.JSONDecoder()
+    rows: list[tuple[int, int, object]] = []
+    pos = _skip_ws(text, 0) + 1  # past '['
+    while True:
+        pos = _skip_ws(text, pos)
+        if pos < len(text) and text[pos] == "]" and not rows:
+            break
+        try:
+            value, end = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            problems.append(RowProblem(path, exc.lineno, None, f"invalid JSON at column {exc.colno}: {exc.msg} "
+                                                               f"(rows after this point were not read)"))
+            return rows
+        rows.append((text.count("\n", 0, pos) + 1, len(rows) + 1, value))
+        pos = _skip_ws(text, end)
+        if pos < len(text) and text[pos] == ",":
+            pos += 1
+            continue
+        if pos < len(text) and text[pos] == "]":
+            pos = _skip_ws(text, pos + 1)
+            if pos < len(text):
+                line, col = _line_col(text, pos)
+                problems.append(RowProblem(path, line, None, f"invalid JSON at column {col}: extra data "
+                                                             "after the closing ']'"))
+            return rows
+        line, col = _line_col(text, pos)
+        problems.append(RowProblem(path, line, None, f"invalid JSON at column {col}: expected ',' or ']' "
+                                                     "after a row (rows after this point were not read)"))
+        return rows
+    return rows
+
+
+def _skip_ws(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in " \t\r\n":
+        pos += 1
+    return pos
+
+
+def _line_col(text: str, pos: int) -> tuple[int, int]:
+    line = text.count("\n", 0, pos) + 1
+    return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
+def _missing_media(sample: Sample, path: str, line: int) -> list[RowProblem]:
+    problems = []
+    for name, items in (("videos", sample.videos), ("images", sample.images)):
+        for i, item in enumerate(items):
+            if not is_url(item) and not os.path.isfile(item):
+                problems.append(RowProblem(path, line, f"{name}[{i}]", f"media file not found: {item}"))
+    return problems
+
+
+def iter_rows(samples: Iterable[Sample], relative_to: str | os.PathLike | None) -> Iterator[str]:
+    for sample in samples:
+        yield json.dumps(sample.to_row(relative_to=relative_to), ensure_ascii=False)
+
+
+def write_samples(path: str | os.PathLike, samples: Iterable[Sample], *, relative_media: bool = True) -> Path:
+    """Write ``samples`` as JSONL (atomically: a reader never sees a half-written file).
+
+    With ``relative_media`` (default), media inside the file's folder are written relative
+    to it, so the folder can be moved or copied as a whole.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    relative_to = path.parent.resolve() if relative_media else None
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            for text in iter_rows(samples, relative_to):
+                handle.write(text + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+@dataclass
+class ValidationReport:
+    """What ``evr1 data validate`` prints: counts of good rows and every problem."""
+
+    path: str
+    samples: list[Sample]
+    problems: list[RowProblem]
+    by_problem_type: Counter = field(default_factory=Counter)
+    by_data_type: Counter = field(default_factory=Counter)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def bad_lines(self) -> int:
+        return len({p.line for p in self.problems})
+
+    def format(self, max_problems: int = 200) -> str:
+        lines = [f"{self.path}: {len(self.samples)} valid row(s), {len(self.problems)} problem(s) "
+                 f"on {self.bad_lines} line(s)"]
+        if self.by_data_type:
+            lines.append("  data_type:    " + ", ".join(f"{k}={v}" for k, v in sorted(self.by_data_type.items())))
+        if self.by_problem_type:
+            lines.append("  problem_type: " + ", ".join(f"{k}={v}" for k, v in sorted(self.by_problem_type.items())))
+        lines.extend(p.describe() for p in self.problems[:max_problems])
+        if len(self.problems) > max_problems:
+            lines.append(f"... and {len(self.problems) - max_problems} more")
+        return "\n".join(lines)
+
+
+def validate_file(
+    path: str | os.PathLike,
+    *,
+    media_root: str | os.PathLike | None = None,
+    check_media: bool = True,
+) -> ValidationReport:
+    """Validate every row (and by default that every media file exists)."""
+    samples, problems = load_samples_report(path, media_root=media_root, check_media=check_media)
+    return ValidationReport(
+        path=str(path),
+        samples=samples,
+        problems=problems,
+        by_problem_type=Counter(s.problem_type for s in samples),
+        by_data_type=Counter(s.data_type for s in samples),
+    )

@@ -1,0 +1,46 @@
+"""Shared fixtures: real servers (Redis, SeaweedFS S3) started once per session, on loopback."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+from servers import redis_server, s3_server  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def redis_url():
+    with redis_server() as server:
+        yield server.url
+
+
+@pytest.fixture()
+def redis_instance():
+    """A private Redis server (for tests that stop or restart it)."""
+    with redis_server() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def s3():
+    with s3_server() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> str:
+    path = "/usr/bin/chromium"
+    if not Path(path).exists():
+        raise RuntimeError("Debian chromium missing: `make test` installs it (apt-get install chromium)")
+    return path

