@@ -1,0 +1,228 @@
+"""The one typed config tree of a training run.
+
+Every field has a default and a description; unknown keys are errors (``extra="forbid"``).
+Defaults follow the paper's recipe: DAPO clip 0.2/0.28, KL off, n=8, 2 fps, <=128 frames,
+262144 px per video frame, 1048576 px per image, lr 1e-6.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class FrameCacheConfig(Section):
+    store: str | None = Field(None, description="Frame store URL (a directory, file://DIR or s3://bucket/prefix); "
+                              "null decodes every video on the fly.")
+    write_back: bool = Field(False, description="On a miss, write the decoded frames into the store.")
+    build_before_training: bool = Field(True, description="Build missing cache entries for the train/val "
+                                        "files before step 0 (embedded mode).")
+    workers: int = Field(2, ge=1, description="Parallel decode workers when building the cache.")
+    decode_timeout_s: float = Field(120.0, gt=0, description="Per-video decode time limit while building.")
+
+
+class DataConfig(Section):
+    train_files: str = Field("", description="Training data: a JSON or JSONL file in the project's format.")
+    val_files: str | None = Field(None, description="Held-out data for validation (greedy decoding).")
+    media_root: str | None = Field(None, description="Folder that relative media paths resolve against "
+                                   "(default: the data file's folder).")
+    image_min_pixels: int = Field(4 * 28 * 28, gt=0, description="Lower pixel budget per image.")
+    image_max_pixels: int = Field(1048576, gt=0, description="Upper pixel budget per image.")
+    video_min_pixels: int = Field(128 * 28 * 28, gt=0, description="Lower pixel budget per video frame.")
+    video_max_pixels: int = Field(262144, gt=0, description="Upper pixel budget per video frame.")
+    video_max_frames: int = Field(128, gt=0, description="Most frames sampled from one video.")
+    video_min_frames: int = Field(4, gt=0, description="Fewest frames sampled from one video.")
+    video_fps: float = Field(2.0, gt=0, description="Frames sampled per second of video.")
+    max_prompt_length: int = Field(16384, gt=0, description="Longest prompt in tokens (vision tokens "
+                                   "included); longer samples are filtered with a reported reason.")
+    max_response_length: int = Field(1024, gt=0, description="Most tokens generated per response.")
+    rollout_batch_size: int = Field(32, gt=0, description="Questions per RL step (each gets n responses).")
+    val_batch_size: int = Field(64, gt=0, description="Questions per validation batch.")
+    shuffle: bool = Field(True, description="Shuffle the training set every epoch.")
+    seed: int = Field(1, description="Seed of the data order.")
+    prompt_template_dir: str | None = Field(None, description="Folder of Jinja2 templates overriding the "
+                                            "built-in per-problem-type prompts.")
+    frame_cache: FrameCacheConfig = Field(default_factory=FrameCacheConfig)
+
+    @model_validator(mode="after")
+    def _budgets(self) -> DataConfig:
+        if self.image_min_pixels > self.image_max_pixels:
+            raise ValueError("data.image_min_pixels must be <= data.image_max_pixels")
+        if self.video_min_pixels > self.video_max_pixels:
+            raise ValueError("data.video_min_pixels must be <= data.video_max_pixels")
+        if self.video_min_frames > self.video_max_frames:
+            raise ValueError("data.video_min_frames must be <= data.video_max_frames")
+        return self
+
+
+class KLConfig(Section):
+    enable: bool = Field(False, description="Use a reference model and a KL term at all. Off: no "
+                         "reference model is loaded.")
+    kind: Literal["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "full"] = Field(
+        "low_var_kl", description="KL estimator.")
+    use_as: Literal["loss", "reward"] = Field("loss", description="Add the KL to the loss, or subtract it "
+                                              "from the token rewards.")
+    coef: float = Field(1e-2, ge=0, description="KL coefficient (initial value when adaptive).")
+    adaptive: bool = Field(False, description="Adaptive KL controller (reward-penalty use only).")
+    target: float = Field(0.1, gt=0, description="Target KL of the adaptive controller.")
+    horizon: int = Field(10000, gt=0, description="Horizon of the adaptive controller.")
+
+
+class DynamicSamplingConfig(Section):
+    enable: bool = Field(False, description="DAPO online filtering: drop groups whose mean metric is 0 or 1.")
+    metric: str = Field("accuracy", description="Reward key averaged per group (accuracy, overall, format).")
+    low: float = Field(0.0, description="Keep groups with mean strictly above this.")
+    high: float = Field(1.0, description="Keep groups with mean strictly below this.")
+    max_tries: int = Field(4, ge=1, description="Extra batches drawn to refill before giving up with an error.")
+
+
+class OverlongPenaltyConfig(Section):
+    enable: bool = Field(False, description="DAPO soft overlong punishment.")
+    buffer_length: int = Field(256, gt=0, description="Length of the linear penalty ramp before the limit.")
+    penalty_factor: float = Field(1.0, ge=0, description="Penalty at the hard limit.")
+
+
+class MixPolicyConfig(Section):
+    enable: bool = Field(False, description="Put a sample's offline trajectory in the last slot of its group.")
+    mode: Literal["always", "conditional"] = Field("always", description="conditional: only when the "
+                                                   "online group's accuracy is below the threshold.")
+    accuracy_threshold: float = Field(0.5, ge=0, le=1, description="Threshold of the conditional mode.")
+
+
+class AlgorithmConfig(Section):
+    adv_estimator: Literal["grpo", "dr_grpo", "grpo_passk", "rloo", "reinforce_plus_plus",
+                           "reinforce_plus_plus_baseline", "remax", "gdpo"] = Field(
+        "grpo", description="Advantage estimator (docs/algorithms.md).")
+    policy_loss: Literal["ppo", "gspo", "gspo_token", "cispo"] = Field("ppo", description="Policy loss.")
+    loss_agg_mode: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum",
+                           "seq-mean-token-sum-norm"] = Field("token-mean", description="Loss aggregation.")
+    clip_ratio_low: float = Field(0.2, ge=0, description="Lower PPO clip (1 - eps_low).")
+    clip_ratio_high: float = Field(0.28, ge=0, description="Upper PPO clip (1 + eps_high), DAPO clip-higher.")
+    clip_ratio_dual: float = Field(3.0, gt=1, description="Dual-clip bound c for negative advantages.")
+    gamma: float = Field(1.0, ge=0, le=1, description="Discount of REINFORCE++ returns.")
+    norm_eps: float = Field(1e-6, gt=0, description="Added to the group std in GRPO.")
+    gdpo_weights: dict[str, float] = Field(default_factory=lambda: {"accuracy": 1.0, "format": 1.0},
+                                           description="Reward components and weights for gdpo.")
+    kl: KLConfig = Field(default_factory=KLConfig)
+    dynamic_sampling: DynamicSamplingConfig = Field(default_factory=DynamicSamplingConfig)
+    overlong_penalty: OverlongPenaltyConfig = Field(default_factory=OverlongPenaltyConfig)
+    mix_policy: MixPolicyConfig = Field(default_factory=MixPolicyConfig)
+
+
+class FSDPConfig(Section):
+    enable: Literal["auto", "on", "off"] = Field("auto", description="auto: FSDP2 when world size > 1.")
+    cpu_offload: bool = Field(False, description="Offload parameters and optimizer state to CPU.")
+    mixed_precision: Literal["bf16", "fp32"] = Field("bf16", description="Compute dtype on GPU "
+                                                     "(CPU always runs fp32).")
+
+
+class OptimConfig(Section):
+    lr: float = Field(1e-6, gt=0, description="Learning rate.")
+    weight_decay: float = Field(1e-2, ge=0, description="AdamW weight decay.")
+    betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas.")
+    warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps.")
+    schedule: Literal["constant", "cosine", "linear"] = Field("constant", description="LR schedule after warm-up.")
+    min_lr_ratio: float = Field(0.0, ge=0, le=1, description="Final LR as a fraction of lr (cosine/linear).")
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
+
+
+class ActorConfig(Section):
+    model_path: str = Field("", description="Hugging Face model directory of the policy.")
+    ppo_epochs: int = Field(1, ge=1, description="Passes over each rollout batch.")
+    mini_batch_size: int = Field(16, ge=1, description="Questions per optimizer step (x n responses).")
+    micro_batch_token_budget: int = Field(32768, gt=0, description="Most tokens per forward micro-batch "
+                                          "(dynamic batching).")
+    gradient_checkpointing: bool = Field(True, description="Recompute activations in backward.")
+    padding_free: bool = Field(False, description="Pack sequences without padding.")
+    recompute_old_log_probs: bool = Field(True, description="Recompute old log-probs with the trainer's "
+                                          "forward (otherwise use the engine's).")
+    entropy_coef: float = Field(0.0, ge=0, description="Entropy bonus coefficient.")
+    skip_nonfinite_updates: bool = Field(True, description="Skip an optimizer step whose gradient norm "
+                                         "is not finite.")
+    optim: OptimConfig = Field(default_factory=OptimConfig)
+    fsdp: FSDPConfig = Field(default_factory=FSDPConfig)
+
+
+class RolloutConfig(Section):
+    engine: Literal["vllm", "hf"] = Field("vllm", description="Generation backend.")
+    n: int = Field(8, ge=1, description="Responses per question (group size).")
+    temperature: float = Field(1.0, ge=0, description="Sampling temperature.")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling.")
+    top_k: int = Field(-1, description="Top-k sampling (-1: off).")
+    val_temperature: float = Field(0.0, ge=0, description="Validation temperature (0: greedy).")
+    gpu_memory_utilization: float = Field(0.5, gt=0, le=1, description="vLLM GPU memory share.")
+    tensor_parallel_size: int = Field(1, ge=1, description="vLLM tensor parallelism.")
+    enforce_eager: bool = Field(True, description="Disable CUDA graphs in vLLM.")
+    seed: int = Field(0, description="Sampling seed.")
+
+
+class RewardSection(Section):
+    url: str | None = Field(None, description="Reward service URL; null scores in-process.")
+    accuracy_weight: float = Field(0.9, ge=0, description="Weight of accuracy in the overall reward.")
+    format_weight: float = Field(0.1, ge=0, description="Weight of format in the overall reward.")
+    default_problem_type: str | None = Field(None, description="Scorer for unknown problem types "
+                                             "(null: an unknown type is an error).")
+    answer_tag_policy: Literal["last", "first", "only"] = Field("last", description="Which <answer> tag counts.")
+    scorer_options: dict[str, dict] = Field(default_factory=dict, description="Per-type scorer settings.")
+    extra_scorer_modules: list[str] = Field(default_factory=list, description="Modules to import that "
+                                            "register more scorers.")
+
+
+class WorkerConfig(Section):
+    actor: ActorConfig = Field(default_factory=ActorConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    reward: RewardSection = Field(default_factory=RewardSection)
+
+
+class TrainerConfig(Section):
+    total_steps: int = Field(100, ge=1, description="RL steps to run.")
+    val_every: int = Field(10, ge=0, description="Validate every k steps (0: never).")
+    val_before_train: bool = Field(True, description="Validate once before the first step.")
+    save_every: int = Field(0, ge=0, description="Checkpoint every k steps (0: only at the end).")
+    output_dir: str = Field("runs/default", description="Run folder: checkpoints, metrics, plots.")
+    resume: Literal["auto", "never"] = Field("auto", description="auto: resume from the newest checkpoint "
+                                             "in output_dir.")
+    loggers: list[Literal["console", "jsonl", "tensorboard", "wandb"]] = Field(
+        default_factory=lambda: ["console", "jsonl", "tensorboard"], description="Metric sinks.")
+    experiment_name: str = Field("easyvideor1", description="Name shown in loggers.")
+    seed: int = Field(42, description="Global seed (model init of heads, dropout, sampling order).")
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="Where the trainer runs.")
+
+
+class DistributedConfig(Section):
+    mode: Literal["embedded", "distributed"] = Field("embedded", description="embedded: one process tree; "
+                                                     "distributed: services over Redis/S3/Ray.")
+    queue_url: str | None = Field(None, description="Work queue URL (redis://... or memory://name).")
+    namespace: str = Field("default", description="Run namespace in every queue key.")
+    weights_store: str | None = Field(None, description="Where policy versions are published "
+                                      "(directory or s3://bucket/prefix).")
+    staleness: int = Field(0, ge=0, description="Accept rollouts this many versions old (0: on-policy).")
+    frame_cache_url: str | None = Field(None, description="Frame-cache service URL (http://...).")
+    ray_address: str | None = Field(None, description="Ray cluster address (auto when null).")
+
+
+class KubernetesConfig(Section):
+    image: str = Field("ghcr.io/easyvideor1/trainer:0.1.0", description="Trainer image of the RayJob.")
+    namespace: str = Field("default", description="Namespace of the rendered objects.")
+    num_workers: int = Field(1, ge=0, description="Ray worker pods.")
+    gpus_per_worker: int = Field(8, ge=0, description="GPUs per worker pod.")
+    cpus_per_worker: int = Field(32, ge=1, description="CPUs per worker pod.")
+    memory_per_worker: str = Field("512Gi", description="Memory per worker pod.")
+    head_cpus: int = Field(8, ge=1, description="CPUs of the Ray head pod.")
+    head_memory: str = Field("32Gi", description="Memory of the Ray head pod.")
+    ttl_seconds_after_finished: int = Field(3600, ge=0, description="RayJob TTL after it finishes.")
+    service_account: str | None = Field(None, description="Service account of the pods.")
+
+
+class RunConfig(Section):
+    data: DataConfig = Field(default_factory=DataConfig)
+    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
+    worker: WorkerConfig = Field(default_factory=WorkerConfig)
+    trainer: TrainerConfig = Field(default_factory=TrainerConfig)
+    distributed: DistributedConfig = Field(default_factory=DistributedConfig)
+    kubernetes: KubernetesConfig = Field(default_factory=KubernetesConfig)
