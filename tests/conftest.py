@@ -44,3 +44,23 @@ def chromium_path() -> str:
     if not Path(path).exists():
         raise RuntimeError("Debian chromium missing: `make test` installs it (apt-get install chromium)")
     return path
+
+
+@pytest.fixture(scope="session")
+def tiny_model_factory(tmp_path_factory):
+    """Build (once per session and family) a tiny random-weight model of a real architecture."""
+    built: dict[str, Path] = {}
+
+    def get(family: str = "qwen2_5_vl") -> Path:
+        if family not in built:
+            from easyvideor1.models.tiny import build_tiny_model
+
+            built[family] = build_tiny_model(family, tmp_path_factory.mktemp(f"tiny-{family}"), seed=0)
+        return built[family]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tiny_model_factory) -> Path:
+    return tiny_model_factory("qwen2_5_vl")

@@ -41,6 +41,8 @@ def check_float_tensor(name: str, value: object, ndim: int | None = None) -> tor
 
 def check_same_shape(reference_name: str, reference: torch.Tensor, **others: torch.Tensor | None) -> None:
     for name, tensor in others.items():
+        if tensor is not None and not isinstance(tensor, torch.Tensor):
+            raise AlgoInputError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
         if tensor is not None and tuple(tensor.shape) != tuple(reference.shape):
             raise AlgoInputError(
                 f"{name} has shape {tuple(tensor.shape)} but {reference_name} has shape "

@@ -65,6 +65,9 @@ def load_samples_report(
     problems: list[RowProblem] = []
     is_list = raw.lstrip()[:1] == b"["
     entries = _json_list_rows(raw, path_str, problems) if is_list else _jsonl_rows(raw, path_str, problems)
+    if not entries and problems and _is_one_object(raw):
+        problems = [RowProblem(path_str, 1, None, "the file is a single JSON object spread over several lines; "
+                                                  "expected JSONL (one row per line) or a JSON list of rows")]
 
     samples: list[Sample] = []
     first_line_of: dict[str, int] = {}
@@ -155,6 +158,13 @@ def _json_list_rows(raw: bytes, path: str, problems: list[RowProblem]) -> list[t
     return rows
 
 
+def _is_one_object(raw: bytes) -> bool:
+    try:
+        return isinstance(json.loads(raw), dict)
+    except (ValueError, UnicodeDecodeError):
+        return False
+
+
 def _skip_ws(text: str, pos: int) -> int:
     while pos < len(text) and text[pos] in " \t\r\n":
         pos += 1
@@ -188,7 +198,7 @@ def write_samples(path: str | os.PathLike, samples: Iterable[Sample], *, relativ
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    relative_to = path.parent.resolve() if relative_media else None
+    relative_to = os.path.abspath(path.parent) if relative_media else None
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:

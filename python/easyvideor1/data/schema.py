@@ -31,7 +31,11 @@ IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", 
 
 _ANSWER_WRAPPER = re.compile(r"^\s*<answer>(.*)</answer>\s*$", re.DOTALL)
 _URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
-_MC_NAMES = frozenset({"multiplechoice", "mcq"})
+# Normalised names of the multiple-choice type (the rewards registry's name and aliases;
+# repeated here because data must not import rewards).
+_MC_NAMES = frozenset({"multiplechoice", "mcq", "mc", "choice", "singlechoice"})
+_LETTER_LABEL = re.compile(r"^\(?([A-Ja-j])[).:]?$")
+_OPTION_LABEL = re.compile(r"^\(?[A-Ja-j][).:]\s*")
 _MAX_OPTIONS = 10  # letters A-J
 
 
@@ -353,10 +357,18 @@ def _options(row: dict, check: _RowChecker, problem_type: str | None) -> tuple[s
 
 
 def _check_choice_answer(answer: str, options: tuple[str, ...], check: _RowChecker) -> None:
+    """The ground truth must name an offered option: its letter (``B``, ``(B)``, ``B.``) or its text."""
     letters = "ABCDEFGHIJ"[: len(options)]
-    if len(answer) != 1 or answer.upper() not in letters:
-        check.bad("answer", f"multiple choice ground truth must be one option letter {letters[0]}-{letters[-1]}, "
-                            f"got {answer!r}")
+    match = _LETTER_LABEL.match(answer.strip())
+    if match:
+        if match.group(1).upper() in letters:
+            return
+    else:
+        texts = {_OPTION_LABEL.sub("", o).strip().casefold() for o in options}
+        if answer.strip().casefold() in texts or _OPTION_LABEL.sub("", answer).strip().casefold() in texts:
+            return
+    check.bad("answer", f"multiple choice ground truth must be an option letter {letters[0]}-{letters[-1]} "
+                        f"(or an option's text), got {answer!r}")
 
 
 def _relative(path: str, folder: str | os.PathLike | None) -> str:

@@ -7,19 +7,22 @@ mixed numbers (``1 1/2``), and English number words from zero to ninety-nine com
 accepted). Anything after the number is treated as a unit and ignored (``3 cm`` -> 3); the
 percent sign is a unit too (``50%`` -> 50). When the text holds several numbers with
 *different* values the answer is ambiguous and rejected, so hedging ("2 or 3") never scores.
-Exponents beyond +-308 and tokens longer than 64 characters are rejected (not finite floats).
+Number words are read only when the text has no digits ("3 and four" reads as 3).
+Values beyond the float range (``1e999``), exponents beyond +-400 and tokens longer than 64
+characters are rejected.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 from fractions import Fraction
 
 from easyvideor1.rewards.parsing import strip_markup
 
 _MAX_TOKEN = 64
-_MAX_EXPONENT = 308
+_MAX_EXPONENT = 400  # bounds the size of the exact integers built from 1eNNN
 
 _UNSIGNED = r"(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 _SIGN = r"[-+\u2212]?"
@@ -78,16 +81,17 @@ def to_fraction(token: str) -> Fraction | None:
     if mantissa.endswith("."):
         token = mantissa[:-1] + (f"e{exponent}" if exponent else "")
     try:
-        return Fraction(token)
+        value = Fraction(token)
     except (ValueError, ZeroDivisionError):
         return None
+    return value if abs(value) <= sys.float_info.max else None
 
 
 def _parse_digits(text: str) -> ParsedNumber:
     values: list[Fraction] = []
     for match in _NUMBER_RE.finditer(text):
         value = _match_value(match)
-        if value is None:
+        if value is None or abs(value) > sys.float_info.max:
             return ParsedNumber(None, f"not a finite number: {match.group(0)!r}")
         if value not in values:
             values.append(value)

@@ -16,7 +16,9 @@ from easyvideor1.rewards.extract import last_boxed
 
 MAX_JSON_CHARS = 200_000  # longer answers are not parsed (a model babbling, not answering)
 
-_FENCE_RE = re.compile(r"```[a-zA-Z0-9_+-]*\s*\n?(.*?)```", re.DOTALL)
+# The language tag must end in a newline: a tag run that could also be content would make
+# an unclosed fence quadratic.
+_FENCE_RE = re.compile(r"```(?:[\w+-]*[ \t]*\n)?(.*?)```", re.DOTALL)
 _TRAILING_COMMA_RE = re.compile(r",\s*([\]}])")
 _PY_LITERAL_RE = re.compile(r"\b(None|True|False)\b")
 _PY_TO_JSON = {"None": "null", "True": "true", "False": "false"}

@@ -64,6 +64,7 @@ class ScorerSpec:
 _SCORERS: dict[str, ScorerSpec] = {}
 _ALIASES: dict[str, str] = {}
 _LOCK = threading.Lock()
+_LOAD_LOCK = threading.RLock()
 _LOADED = False
 
 
@@ -102,14 +103,18 @@ def _ensure_loaded() -> None:
     global _LOADED
     if _LOADED:
         return
-    with _LOCK:
+    # One thread imports while others wait (no spurious UnknownProblemType mid-load). The lock is
+    # re-entrant because scorer modules may look types up while they are imported. A failed
+    # import leaves _LOADED False: the next call retries and raises again, never serving a
+    # half-filled registry.
+    with _LOAD_LOCK:
         if _LOADED:
             return
+        for module in BUILTIN_MODULES:
+            importlib.import_module(f"easyvideor1.rewards.{module}")
+        for ep in entry_points(group="easyvideor1.rewards"):
+            importlib.import_module(ep.value)
         _LOADED = True
-    for module in BUILTIN_MODULES:
-        importlib.import_module(f"easyvideor1.rewards.{module}")
-    for ep in entry_points(group="easyvideor1.rewards"):
-        importlib.import_module(ep.value)
 
 
 def scorer_specs() -> dict[str, ScorerSpec]:

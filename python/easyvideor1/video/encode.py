@@ -37,7 +37,9 @@ def write_video(
         if codec in ("libx264", "libx265"):
             stream.options = {"crf": str(crf), "preset": "veryfast", "tune": "zerolatency"}
         if rotation:
-            stream.metadata["rotate"] = str(rotation)
+            # Clockwise like the legacy ``rotate`` tag (which FFmpeg >= 7 no longer writes);
+            # the display matrix takes counter-clockwise degrees.
+            stream.set_display_rotation(-rotation)
         for frame in frames:
             for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
                 container.mux(packet)

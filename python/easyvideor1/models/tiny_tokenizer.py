@@ -1,0 +1,191 @@
+"""A small Qwen-style tokenizer trained locally (no hub access), for tiny test/demo models.
+
+Byte-level BPE with the Qwen2 pre-tokenizer regex, trained on a built-in English corpus
+that covers the words of our prompts and answers, digits, letters and the reasoning tags.
+The Qwen special tokens are appended after the learned vocabulary (as in the real
+tokenizers), so ``len(tokenizer)`` is the model's vocabulary size.
+"""
+
+from __future__ import annotations
+
+import itertools
+import string
+
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+from easyvideor1.models.families import (
+    IMAGE_PAD,
+    VIDEO_PAD,
+    VISION_END,
+    VISION_START,
+)
+
+# The regex Qwen2/2.5/3 tokenizers split text with before byte-level BPE.
+QWEN_PRETOKENIZE_REGEX = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
+
+ENDOFTEXT = "<|endoftext|>"
+IM_START = "<|im_start|>"
+IM_END = "<|im_end|>"
+
+# Special tokens in the order the real Qwen2-VL tokenizer lists them after its BPE vocab.
+SPECIAL_TOKENS = (
+    ENDOFTEXT,
+    IM_START,
+    IM_END,
+    "<|object_ref_start|>",
+    "<|object_ref_end|>",
+    "<|box_start|>",
+    "<|box_end|>",
+    "<|quad_start|>",
+    "<|quad_end|>",
+    VISION_START,
+    VISION_END,
+    "<|vision_pad|>",
+    IMAGE_PAD,
+    VIDEO_PAD,
+)
+# Reasoning/answer tags are ordinary added tokens (not special): they survive decoding
+# with skip_special_tokens, which reward extraction relies on.
+TAG_TOKENS = ("<think>", "</think>", "<answer>", "</answer>")
+
+DEFAULT_VOCAB_SIZE = 450
+SYSTEM_PROMPT = "You are a helpful assistant."
+
+_CORPUS_SENTENCES = (
+    "You are a helpful assistant.",
+    "Watch the video and answer the question.",
+    "Look at the image and answer the question.",
+    "What color is the square in the video? Answer with one word.",
+    "How many objects move from left to right? Give a number.",
+    "Which option is correct? Choose the letter of the best option.",
+    "Options: A. red B. blue C. green D. yellow",
+    "Think about the question first, then give the final answer.",
+    "Output the thinking process in <think> </think> and the final answer in <answer> </answer> tags.",
+    "<think> The red square moves to the right and the blue circle stays. </think> <answer>A</answer>",
+    "<think> I count two objects, so the answer is 2. </think> <answer>2</answer>",
+    "<think> The event starts at 1.5 seconds and ends at 3.0 seconds. </think> <answer>[1.5, 3.0]</answer>",
+    "Is the ball moving up? Answer yes or no. <answer>yes</answer> <answer>no</answer>",
+    "When does the circle appear? Give the start and end time in seconds.",
+    "Where is the box? Give the bounding box as [x1, y1, x2, y2].",
+    "Read the text in the frame. The text says HELLO 42.",
+    "The object is at the top left, the bottom right, or the center of the frame.",
+    "a red square moves left while a green circle moves down",
+    "the first frame, the second frame, the last frame of the clip",
+    "user assistant system video image question answer problem solution",
+    "<0.0 seconds> <0.5 seconds> <1.0 seconds> <1.5 seconds> <2.0 seconds> <10.5 seconds>",
+    "0 1 2 3 4 5 6 7 8 9 10 12 16 24 32 64 100 0.25 1/4 3.14",
+)
+
+
+def training_corpus() -> list[str]:
+    """The built-in corpus: fixed sentences plus every letter, digit and punctuation mark."""
+    lines = list(_CORPUS_SENTENCES)
+    lines.append(" ".join(string.ascii_letters))
+    lines.append(" ".join(string.digits))
+    lines.append(" ".join(string.punctuation))
+    # Number words and decimals, as they appear in timestamps and numeric answers.
+    lines.extend(f"{a}.{b} {a}{b} {a} {b}" for a, b in itertools.product(range(10), range(10)))
+    return lines
+
+
+def qwen_pipeline_tokenizer(bpe: models.BPE) -> Tokenizer:
+    """A ``tokenizers.Tokenizer`` with the Qwen2 normalizer, pre-tokenizer and decoder."""
+    tokenizer = Tokenizer(bpe)
+    tokenizer.normalizer = normalizers.NFC()
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN_PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    tokenizer.decoder = decoders.ByteLevel()
+    return tokenizer
+
+
+def train_bpe(vocab_size: int = DEFAULT_VOCAB_SIZE) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """Train byte-level BPE on the built-in corpus; returns (vocab, merges), specials excluded.
+
+    ``vocab_size`` counts the whole final tokenizer (BPE + special + tag tokens).
+    """
+    n_added = len(SPECIAL_TOKENS) + len(TAG_TOKENS)
+    bpe_size = vocab_size - n_added
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    if bpe_size < len(alphabet):
+        raise ValueError(f"vocab_size {vocab_size} is below the byte alphabet ({len(alphabet)}) + {n_added} added")
+    tokenizer = qwen_pipeline_tokenizer(models.BPE())
+    trainer = trainers.BpeTrainer(
+        vocab_size=bpe_size, min_frequency=1, initial_alphabet=alphabet, show_progress=False,
+        special_tokens=[],
+    )
+    # Training is deterministic for a fixed corpus: identical tokenizers across runs.
+    tokenizer.train_from_iterator(training_corpus(), trainer=trainer)
+    model = tokenizer.model
+    vocab = tokenizer.get_vocab()
+    merges = _merges_of(model, vocab)
+    return vocab, merges
+
+
+def _merges_of(model: models.BPE, vocab: dict[str, int]) -> list[tuple[str, str]]:
+    """Read the learned merges back from the trained BPE model via its JSON form."""
+    import json
+
+    tokenizer = Tokenizer(model)
+    state = json.loads(tokenizer.to_str())
+    merges = state["model"]["merges"]
+    return [tuple(m.split(" ", 1)) if isinstance(m, str) else (m[0], m[1]) for m in merges]
+
+
+# A Qwen2-VL-style chat template: each image/video content item becomes
+# <|vision_start|><|image_pad|/video_pad|><|vision_end|>, expanded later by the processor.
+CHAT_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{%- if loop.first and message['role'] != 'system' -%}"
+    "{{- '<|im_start|>system\\n" + SYSTEM_PROMPT + "<|im_end|>\\n' -}}"
+    "{%- endif -%}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' -}}"
+    "{%- if message['content'] is string -%}"
+    "{{- message['content'] -}}"
+    "{%- else -%}"
+    "{%- for item in message['content'] -%}"
+    "{%- if item['type'] == 'image' or 'image' in item or 'image_url' in item -%}"
+    "{{- '<|vision_start|><|image_pad|><|vision_end|>' -}}"
+    "{%- elif item['type'] == 'video' or 'video' in item -%}"
+    "{{- '<|vision_start|><|video_pad|><|vision_end|>' -}}"
+    "{%- elif 'text' in item -%}"
+    "{{- item['text'] -}}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- endif -%}"
+    "{{- '<|im_end|>\\n' -}}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}"
+    "{{- '<|im_start|>assistant\\n' -}}"
+    "{%- endif -%}"
+)
+
+
+def build_tiny_tokenizer(vocab_size: int = DEFAULT_VOCAB_SIZE):
+    """A ``Qwen2Tokenizer`` (transformers, tokenizers-backed) with specials and chat template."""
+    from tokenizers import AddedToken
+    from transformers import Qwen2Tokenizer
+
+    vocab, merges = train_bpe(vocab_size)
+    tokenizer = Qwen2Tokenizer(
+        vocab=vocab,
+        merges=merges,
+        unk_token=None,
+        eos_token=IM_END,
+        pad_token=ENDOFTEXT,
+        bos_token=None,
+    )
+    tokenizer.add_special_tokens(
+        {"additional_special_tokens": [AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS]},
+        replace_extra_special_tokens=False,
+    )
+    tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in TAG_TOKENS])
+    tokenizer.chat_template = CHAT_TEMPLATE
+    if len(tokenizer) != vocab_size:
+        raise RuntimeError(f"tiny tokenizer has {len(tokenizer)} tokens, expected {vocab_size}")
+    return tokenizer

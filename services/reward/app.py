@@ -1,0 +1,309 @@
+"""FastAPI app of the reward service: ``create_app(settings)``.
+
+Routes: ``POST /v1/score``, ``POST /v1/score/{problem_type}``, ``GET /v1/problem-types``,
+``GET /healthz`` (liveness), ``GET /readyz`` (scorers imported and workers up),
+``GET /metrics`` (Prometheus). The body is read and validated here, item by item, so one
+bad item never costs the batch; only a body that is not a JSON object with an ``items``
+list is refused (422), and size limits answer 413.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import math
+import os
+import re
+import time
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from easyvideor1 import __version__
+from easyvideor1.logging import event, get_logger
+from easyvideor1.rewards.client import DEFAULT_MAX_ITEM_CHARS, json_type_name, jsonable, prepare_item
+from easyvideor1.rewards.registry import UnknownProblemType, canonical_problem_type, scorer_specs
+from easyvideor1.rewards.types import RewardConfig
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.requests import ClientDisconnect
+
+from services.reward import schemas
+from services.reward.metrics import RewardMetrics
+from services.reward.pool import ScoringPool
+
+_log = get_logger("services.reward")
+DRAIN_CAP = 64 << 20  # bytes of an oversized body read and dropped so the client sees the 413
+_THREAD_PARSE_BYTES = 1 << 20  # larger bodies are parsed off the event loop
+_THREAD_PREPARE_ITEMS = 512
+
+
+@dataclass(frozen=True)
+class RewardServiceSettings:
+    workers: int = field(default_factory=lambda: len(os.sched_getaffinity(0)))
+    max_batch: int = 4096
+    max_body_bytes: int = 32 << 20
+    token: str | None = None  # bearer token; None = no auth
+    item_timeout: float = 60.0
+    config: RewardConfig = field(default_factory=RewardConfig)
+    max_item_chars: int = DEFAULT_MAX_ITEM_CHARS
+    ready_wait_s: float = 30.0  # a score request during warm-up waits this long, then 503
+    shutdown_grace_s: float = 5.0
+
+
+class _State:
+    def __init__(self) -> None:
+        self.ready = asyncio.Event()
+        self.error: str | None = None
+        self.heavy: dict[str, bool] = {}
+        self.pool: ScoringPool | None = None
+
+
+def _problem_route(name: str) -> str:
+    return "/v1/score/" + re.sub(r"\s+", "-", name)
+
+
+def create_app(settings: RewardServiceSettings | None = None) -> FastAPI:
+    settings = settings or RewardServiceSettings()
+    metrics = RewardMetrics()
+    state = _State()
+
+    async def warm_up() -> None:
+        try:
+            specs = await asyncio.to_thread(scorer_specs)
+            state.heavy = {name: spec.heavy for name, spec in specs.items()}
+            state.pool = ScoringPool(settings.workers, settings.config, settings.item_timeout, metrics)
+            await state.pool.start()
+        except Exception as exc:  # stay alive and say why on /readyz instead of crash-looping
+            state.error = f"warm-up failed: {type(exc).__name__}: {exc}"
+            event(_log, "reward_service_not_ready", logging.ERROR, error=state.error)
+            return
+        state.ready.set()
+        event(_log, "reward_service_ready", workers=state.pool.live, scorers=len(state.heavy),
+              item_timeout_s=settings.item_timeout, auth=settings.token is not None)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        task = asyncio.create_task(warm_up())
+        try:
+            yield
+        finally:
+            task.cancel()
+            if state.pool is not None:
+                await state.pool.close(settings.shutdown_grace_s)
+            event(_log, "reward_service_stopped")
+
+    app = FastAPI(title="easyvideor1 reward service", version=__version__, lifespan=lifespan,
+                  description="Verifiable rewards per problem type, scored in a worker pool.")
+    app.state.metrics = metrics
+    app.state.reward = state
+
+    bearer = HTTPBearer(auto_error=False, description="set when the service runs with a token")
+
+    def require_token(creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
+        if creds is None or not hmac.compare_digest(creds.credentials.encode(), settings.token.encode()):
+            raise HTTPException(401, "missing or invalid bearer token", headers={"WWW-Authenticate": "Bearer"})
+
+    protected = [Depends(require_token)] if settings.token else []
+    auth_codes = (401,) if settings.token else ()
+    body_doc = {"requestBody": {"required": True, "content": {"application/json": {
+        "schema": {"$ref": "#/components/schemas/ScoreBatchRequest"}}}}}
+
+    async def wait_ready() -> None:
+        if not state.ready.is_set() and state.error is None:
+            try:
+                await asyncio.wait_for(state.ready.wait(), settings.ready_wait_s)
+            except TimeoutError:
+                pass
+        if not state.ready.is_set():
+            raise HTTPException(503, state.error or "reward service is warming up; retry shortly")
+
+    async def handle(request: Request, route: str, raw_type: str | None) -> Response:
+        began = time.perf_counter()
+        metrics.inflight_requests.inc()
+        status = 500
+        try:
+            response = await score_request(request, raw_type)
+            status = response.status_code
+            return response
+        except HTTPException as exc:
+            status = exc.status_code
+            raise
+        finally:
+            metrics.inflight_requests.dec()
+            metrics.requests.labels(route, str(status)).inc()
+            metrics.request_seconds.labels(route).observe(time.perf_counter() - began)
+
+    async def score_request(request: Request, raw_type: str | None) -> Response:
+        await wait_ready()
+        route_type = None
+        if raw_type is not None:
+            try:
+                route_type = canonical_problem_type(raw_type)
+            except UnknownProblemType:
+                known = sorted(state.heavy)
+                return JSONResponse({"detail": f"unknown problem_type {raw_type!r}; known: {', '.join(known)}",
+                                     "known": known}, status_code=404)
+        items = _parse_items(await _read_body(request, settings.max_body_bytes, request.headers), settings)
+        if isinstance(items, bytes):  # large body: parse off the loop, then check
+            items = _check_items(await asyncio.to_thread(_loads, items), settings)
+        metrics.batch_items.observe(len(items))
+
+        def prepare() -> list:
+            return [prepare_item(raw, settings.config, route_type=route_type,
+                                 max_item_chars=settings.max_item_chars) for raw in items]
+
+        prepared = await asyncio.to_thread(prepare) if len(items) > _THREAD_PREPARE_ITEMS else prepare()
+        todo = [k for k, p in enumerate(prepared) if p.request is not None]
+        payloads = [(r.response, r.ground_truth, r.problem_type, r.options, r.problem, r.data_type, r.extra)
+                    for r in (prepared[k].request for k in todo)]
+        metrics.inflight_items.inc(len(items))
+        try:
+            scored = await state.pool.score(payloads, [state.heavy.get(p[2], False) for p in payloads])
+        finally:
+            metrics.inflight_items.dec(len(items))
+        results: list[dict[str, Any]] = []
+        kinds: list[str | None] = []
+        seconds: list[float | None] = []
+        for p in prepared:
+            results.append({"id": p.id, "overall": 0.0, "accuracy": 0.0, "format": 0.0, "details": {},
+                            "error": p.error, "problem_type": p.problem_type})
+            kinds.append("invalid" if p.error else None)
+            seconds.append(None)
+        for k, ((overall, accuracy, fmt, details, error, ptype, secs), kind) in zip(todo, scored):
+            results[k].update(overall=overall, accuracy=accuracy, format=fmt, details=details, error=error,
+                              problem_type=ptype)
+            kinds[k], seconds[k] = kind, secs
+        metrics.observe_items([r["problem_type"] for r in results], seconds, kinds)
+        return Response(_dump(results), media_type="application/json")
+
+    score_doc = dict(response_model=None, openapi_extra=body_doc,
+                     responses={200: {"model": schemas.ScoreResponse, "description": "one result per item"},
+                                **schemas.error_responses(*auth_codes, 413, 422, 503)})
+
+    @app.post("/v1/score", dependencies=protected, summary="Score a batch of mixed problem types", **score_doc)
+    async def score_batch(request: Request) -> Response:
+        return await handle(request, "/v1/score", None)
+
+    score_doc["responses"] = {**score_doc["responses"], **schemas.error_responses(404)}
+
+    @app.post("/v1/score/{problem_type}", dependencies=protected, summary="Score a batch of one problem type",
+              **score_doc)
+    async def score_typed(problem_type: str, request: Request) -> Response:
+        return await handle(request, "/v1/score/{problem_type}", problem_type)
+
+    @app.get("/v1/problem-types", dependencies=protected, response_model=schemas.ProblemTypesResponse,
+             responses=schemas.error_responses(*auth_codes, 503))
+    async def problem_types() -> Any:
+        try:
+            specs = await asyncio.to_thread(scorer_specs)
+        except Exception as exc:
+            raise HTTPException(503, f"scorer modules failed to load: {type(exc).__name__}: {exc}") from None
+        return {"problem_types": [
+            {"name": s.name, "aliases": list(s.aliases), "heavy": s.heavy, "description": s.description,
+             "route": _problem_route(s.name)} for s in sorted(specs.values(), key=lambda s: s.name)]}
+
+    @app.get("/healthz", response_model=schemas.HealthResponse, summary="Liveness")
+    async def healthz() -> Any:
+        return {"status": "ok"}
+
+    @app.get("/readyz", response_model=schemas.ReadyResponse, summary="Readiness: scorers loaded, workers up",
+             responses={503: {"model": schemas.ReadyResponse, "description": "not ready"}})
+    async def readyz() -> Any:
+        pool = state.pool
+        live = pool.live if pool is not None else 0
+        ready = state.ready.is_set() and live > 0
+        body = {"ready": ready, "workers": live, "worker_pids": pool.pids() if pool is not None else [],
+                "scorers": len(state.heavy), "detail": None if ready else (state.error or "warming up")}
+        return JSONResponse(body, status_code=200 if ready else 503)
+
+    @app.get("/metrics", dependencies=protected, response_class=PlainTextResponse, summary="Prometheus metrics",
+             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
+                        **schemas.error_responses(*auth_codes)})
+    async def metrics_text() -> Response:
+        return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            doc = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+            request = schemas.ScoreBatchRequest.model_json_schema(ref_template="#/components/schemas/{model}")
+            defs = request.pop("$defs", {})
+            request["properties"]["items"]["maxItems"] = settings.max_batch
+            item = defs["ScoreItemModel"]["properties"]
+            for key in ("response", "ground_truth"):
+                item[key]["maxLength"] = settings.max_item_chars
+            doc.setdefault("components", {}).setdefault("schemas", {}).update(defs, ScoreBatchRequest=request)
+            app.openapi_schema = doc
+        return app.openapi_schema
+
+    app.openapi = openapi
+    return app
+
+
+async def _read_body(request: Request, limit: int, headers: Any) -> bytes:
+    declared = headers.get("content-length")
+    over = declared is not None and declared.isdigit() and int(declared) > limit
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            over = over or size > limit
+            if over:
+                if size > limit + DRAIN_CAP:
+                    break
+                continue
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise HTTPException(400, "client disconnected while sending the body") from None
+    if over:
+        raise HTTPException(413, f"request body of {declared or f'more than {limit}'} bytes exceeds the "
+                                 f"limit of {limit} bytes (--max-body-bytes); send fewer items per request")
+    return b"".join(chunks)
+
+
+def _loads(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError as exc:  # includes UnicodeDecodeError
+        raise HTTPException(422, f"request body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise HTTPException(422, "request body is nested too deeply") from None
+
+
+def _parse_items(body: bytes, settings: RewardServiceSettings) -> list | bytes:
+    if len(body) > _THREAD_PARSE_BYTES:
+        return body
+    return _check_items(_loads(body), settings)
+
+
+def _check_items(payload: Any, settings: RewardServiceSettings) -> list:
+    if not isinstance(payload, dict):
+        raise HTTPException(422, "request body must be a JSON object with an 'items' list, got "
+                                 f"{json_type_name(payload)}")
+    items = payload.get("items")
+    if not isinstance(items, list):
+        raise HTTPException(422, "request body must have an 'items' list"
+                                 + ("" if items is None else f", got {json_type_name(items)}"))
+    if len(items) > settings.max_batch:
+        raise HTTPException(413, f"batch of {len(items)} items exceeds the limit of {settings.max_batch} items "
+                                 "(--max-batch); split it into smaller requests")
+    return items
+
+
+def _dump(results: list[dict[str, Any]]) -> bytes:
+    # ensure_ascii: lone surrogates (valid in JSON input, echoed in details) stay encodable.
+    try:
+        return json.dumps({"results": results}, allow_nan=False).encode()
+    except (ValueError, TypeError):  # a value a scorer should not have produced: make it JSON, keep the batch
+        for r in results:
+            r["details"] = jsonable(r["details"])
+            for key in ("overall", "accuracy", "format"):
+                if not isinstance(r[key], int | float) or not math.isfinite(r[key]):
+                    r[key] = 0.0
+        return json.dumps({"results": results}, allow_nan=False).encode()

@@ -1,0 +1,84 @@
+"""Two real worker processes on Redis; one is SIGKILLed holding leases; all results arrive once."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from easyvideor1.queue import RedisStreamQueue
+from queue_helpers import fresh_namespace
+
+WORKER = Path(__file__).with_name("queue_worker.py")
+
+
+def _events(log: Path) -> list[dict]:
+    if not log.exists():
+        return []
+    return [json.loads(line) for line in log.read_text().splitlines() if line.endswith("}")]
+
+
+def _wait_for_event(log: Path, name: str, proc: subprocess.Popen, timeout_s: float) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for e in _events(log):
+            if e["event"] == name:
+                return e
+        if proc.poll() is not None:
+            raise AssertionError(f"worker exited with {proc.returncode} before logging {name!r}")
+        time.sleep(0.05)
+    raise AssertionError(f"worker did not log {name!r} within {timeout_s}s")
+
+
+def _spawn(url: str, namespace: str, consumer: str, log: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), url, namespace, consumer, "--log", str(log), "--visibility", "0.5", *extra],
+    )
+
+
+def test_sigkilled_worker_loses_nothing_and_results_arrive_once(redis_url, tmp_path):
+    producer = RedisStreamQueue(redis_url, fresh_namespace(), visibility_timeout_s=0.5)
+    ids = [f"t{i}" for i in range(200)]
+    for i, task_id in enumerate(ids):
+        producer.put(task_id, {"x": i})
+
+    log_a, log_b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    # "a" works alone first, so it surely gets 10 tasks done before it hangs holding a batch.
+    victim = _spawn(redis_url, producer.namespace, "a", log_a, "--hang-after", "10", "--work-s", "0.02")
+    survivor = None
+    try:
+        _wait_for_event(log_a, "ready", victim, 30)
+        survivor = _spawn(redis_url, producer.namespace, "b", log_b)
+        hung = _wait_for_event(log_a, "hung", victim, 30)
+        victim.send_signal(signal.SIGKILL)
+        assert victim.wait(timeout=10) == -signal.SIGKILL
+
+        results = producer.wait_results(ids, timeout_s=60)
+    finally:
+        for proc in (victim, survivor):
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout=10)
+    assert survivor.returncode == 0
+
+    assert results == {f"t{i}": {"y": 2 * i, "by": results[f"t{i}"]["by"]} for i in range(200)}
+    done_a = [e for e in _events(log_a) if e["event"] == "done"]
+    done_b = [e for e in _events(log_b) if e["event"] == "done"]
+    assert len(done_a) >= 10 and done_b
+    # Every task's result was written exactly once, by the worker that the result names.
+    written = [(e["task"], who) for who, done in (("a", done_a), ("b", done_b)) for e in done if e["written"]]
+    assert sorted(t for t, _ in written) == sorted(ids)
+    assert all(results[t]["by"] == who for t, who in written)
+    # The batch "a" held when it died was re-delivered to "b" after the visibility timeout.
+    redelivered = {e["task"]: e["attempt"] for e in done_b if e["task"] in hung["tasks"]}
+    assert hung["tasks"] and redelivered == {t: 2 for t in hung["tasks"]}
+
+    stats = producer.stats()
+    assert (stats.results, stats.outstanding, stats.pending, stats.in_flight, stats.dead_lettered) == (
+        200, 0, 0, 0, 0)
+    assert stats.duplicates_dropped == sum(not e["written"] for e in done_a + done_b)
+    producer.purge()
+    producer.close()

@@ -1,0 +1,128 @@
+"""The embedded RL loop end to end on a tiny model with real vLLM (CPU), and checkpoint/resume."""
+
+import json
+
+import pytest
+import torch
+
+from easyvideor1.config import load_config
+from easyvideor1.data.synth import generate_synthetic
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def demo_data(tmp_path_factory):
+    out = tmp_path_factory.mktemp("loop_data")
+    generate_synthetic(out, 6, seed=1, types=["demo_colour", "demo_choice", "image_boolean", "text_math"],
+                       offline_type=["demo_choice"], offline_fraction=1.0, val_fraction=0.34, progress=False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model_dir):
+    from easyvideor1.rollout.vllm_engine import VLLMEngine
+
+    eng = VLLMEngine(tiny_model_dir, max_model_len=1024, seed=0)
+    yield eng
+    eng.close()
+
+
+def _config(tmp_path, data, model_dir, *extra):
+    return load_config(None, [
+        f"data.train_files={data / 'train.jsonl'}", f"data.val_files={data / 'val.jsonl'}",
+        "data.max_prompt_length=1000", "data.max_response_length=8", "data.rollout_batch_size=4",
+        "data.video_fps=4", "data.video_max_frames=4", "data.video_min_frames=4",
+        "data.video_min_pixels=3136", "data.video_max_pixels=3136", "data.image_min_pixels=784",
+        "data.image_max_pixels=3136", f"data.frame_cache.store={tmp_path / 'cache'}",
+        f"worker.actor.model_path={model_dir}", "worker.actor.optim.lr=1e-3", "worker.actor.mini_batch_size=2",
+        "worker.actor.gradient_checkpointing=false", "worker.rollout.n=3", "algorithm.mix_policy.enable=true",
+        f"trainer.output_dir={tmp_path / 'run'}", "trainer.loggers=[jsonl]", "trainer.val_every=0",
+        "trainer.val_before_train=false", *extra])
+
+
+def test_loop_trains_logs_checkpoints_and_exports(tmp_path, demo_data, tiny_model_dir, engine):
+    from transformers import AutoModelForImageTextToText
+
+    from easyvideor1.train.trainer import RLTrainer
+
+    cfg = _config(tmp_path, demo_data, tiny_model_dir, "trainer.total_steps=2", "trainer.save_every=1")
+    trainer = RLTrainer(cfg, engine=engine)
+    before = {k: v.clone() for k, v in trainer.actor.full_state_dict().items()}
+    result = trainer.fit()
+    assert result["steps"] == 2
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in rows if "actor/pg_loss" in r]
+    assert [r["step"] for r in steps] == [1, 2]
+    for key in ("reward/overall", "reward/accuracy", "reward/format", "response/length_mean", "actor/grad_norm",
+                "actor/entropy", "actor/pg_clipfrac", "time/rollout_s", "time/reward_s", "time/log_prob_s",
+                "time/update_s", "perf/tokens_per_s", "cache/hit_rate", "mix_policy/groups_with_offline"):
+        assert key in steps[0], key
+    assert steps[0]["cache/hit_rate"] == 1.0, "frames come from the prebuilt cache"
+    assert any(r["mix_policy/groups_with_offline"] > 0 for r in steps)
+    assert result["last_validation"] is not None and 0.0 <= result["last_validation"].accuracy <= 1.0
+    after = trainer.actor.full_state_dict()
+    assert any(not torch.equal(before[k], after[k]) for k in before), "the update changed the policy"
+    assert engine.policy_version == 2
+    assert (tmp_path / "run" / "checkpoints" / "step_2").is_dir()
+    assert (tmp_path / "run" / "curves.png").stat().st_size > 0
+    exported = trainer.export(tmp_path / "export")
+    trainer.rewards.close()
+    model = AutoModelForImageTextToText.from_pretrained(exported)
+    for name, value in model.state_dict().items():
+        if name in after:
+            torch.testing.assert_close(value, after[name], msg=name)
+
+
+def test_resume_restores_exact_state(tmp_path, demo_data, tiny_model_dir, engine):
+    from easyvideor1.train.trainer import RLTrainer
+
+    cfg = _config(tmp_path, demo_data, tiny_model_dir, "trainer.total_steps=1", "trainer.resume=never")
+    first = RLTrainer(cfg, engine=engine)
+    first.fit()
+    weights = first.actor.full_state_dict()
+    optim = first.actor.optimizer.state_dict()
+    lr = first.actor.scheduler.get_last_lr()
+    upcoming = first.sampler.next_batch()
+    first.rewards.close()
+
+    resumed = RLTrainer(_config(tmp_path, demo_data, tiny_model_dir, "trainer.total_steps=2",
+                                "trainer.resume=auto"), engine=engine)
+    assert resumed.step == 1
+    for name, value in resumed.actor.full_state_dict().items():
+        assert torch.equal(value, weights[name]), name
+    state = resumed.actor.optimizer.state_dict()["state"]
+    for index, slots in optim["state"].items():
+        for slot, tensor in slots.items():
+            assert torch.equal(torch.as_tensor(state[index][slot]), torch.as_tensor(tensor)), (index, slot)
+    assert resumed.actor.scheduler.get_last_lr() == lr
+    assert resumed.sampler.next_batch() == upcoming, "the data loader continues where it stopped"
+    assert engine.policy_version == 1
+    resumed.fit()
+    assert resumed.step == 2
+    resumed.rewards.close()
+
+
+def test_strict_check_names_the_sample(tiny_model_dir, demo_data):
+    """Dropping one video placeholder token must fail before any forward, naming the sample."""
+    from easyvideor1.cache import FrameLoader
+    from easyvideor1.models.forward import collate_forward_batch, compute_log_probs
+    from easyvideor1.models.inputs import PlaceholderMismatchError, PromptBuilder, VideoInput
+    from easyvideor1.train.actor import load_vlm
+    from easyvideor1.video.metadata import VideoParams
+
+    builder = PromptBuilder.from_pretrained(str(tiny_model_dir))
+    rows = [json.loads(line) for line in (demo_data / "train.jsonl").read_text().splitlines()]
+    video = next(r for r in rows if r.get("videos"))
+    loader = FrameLoader(None, VideoParams(fps=4, max_frames=4, min_frames=4, min_pixels=3136, max_pixels=3136))
+    frames, meta = loader.load_video(demo_data / video["videos"][0])
+    prompt = builder.build(video["problem"], [VideoInput(frames, meta)], sample_id="broken-sample")
+    pad = builder.processor.video_token_id
+    at = prompt.prompt_ids.index(pad)
+    prompt.prompt_ids = prompt.prompt_ids[:at] + prompt.prompt_ids[at + 1:]
+    prompt.mm_token_type_ids = prompt.mm_token_type_ids[:at] + prompt.mm_token_type_ids[at + 1:]
+    prompt.position_ids = prompt.position_ids[:, :-1]
+    batch = collate_forward_batch([prompt], [[1, 2]], pad_token_id=0)
+    model = load_vlm(str(tiny_model_dir), torch.device("cpu"), trainable=False, gradient_checkpointing=False)
+    with pytest.raises(PlaceholderMismatchError, match="broken-sample"):
+        compute_log_probs(model, batch)

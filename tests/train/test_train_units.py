@@ -1,0 +1,69 @@
+"""Sampler, schedule, micro-batching and checkpoint units of the trainer."""
+
+import math
+
+import pytest
+import torch
+
+from easyvideor1.algos import aggregate_loss
+from easyvideor1.train.batching import token_budget_microbatches
+from easyvideor1.train.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint, save_checkpoint
+from easyvideor1.train.sampler import ResumableSampler
+from easyvideor1.train.schedule import lr_factor
+
+
+def test_sampler_resumes_exactly():
+    a = ResumableSampler(10, 4, seed=3)
+    first = [a.next_batch() for _ in range(2)]
+    state = a.state_dict()
+    rest = [a.next_batch() for _ in range(5)]
+    b = ResumableSampler(10, 4, seed=3)
+    b.load_state_dict(state)
+    assert [b.next_batch() for _ in range(5)] == rest
+    flat = [i for batch in first + rest[:1] for i in batch][:10]
+    assert sorted(flat) == list(range(10)), "an epoch visits every item once"
+
+
+def test_sampler_refuses_other_dataset():
+    a = ResumableSampler(10, 4)
+    with pytest.raises(ValueError, match="different data order"):
+        ResumableSampler(11, 4).load_state_dict(a.state_dict())
+
+
+@pytest.mark.parametrize("schedule", ["constant", "cosine", "linear"])
+def test_lr_schedule_warmup_and_end(schedule):
+    kw = {"warmup_steps": 4, "total_steps": 20, "schedule": schedule, "min_lr_ratio": 0.1}
+    assert lr_factor(0, **kw) == pytest.approx(0.25)
+    assert lr_factor(3, **kw) == pytest.approx(1.0)
+    end = lr_factor(20, **kw)
+    assert end == pytest.approx(1.0 if schedule == "constant" else 0.1)
+
+
+def test_microbatches_respect_budget_and_cover_everything():
+    lengths = [5, 100, 30, 30, 7, 64, 1, 99]
+    groups = token_budget_microbatches(lengths, 128)
+    assert sorted(i for g in groups for i in g) == list(range(len(lengths)))
+    for g in groups:
+        assert len(g) == 1 or max(lengths[i] for i in g) * len(g) <= 128
+    assert token_budget_microbatches([500], 128) == [[0]], "an over-budget sequence is kept, alone"
+
+
+def test_micro_batch_losses_sum_to_the_full_batch_token_mean():
+    torch.manual_seed(0)
+    values = torch.randn(6, 9)
+    mask = (torch.rand(6, 9) > 0.3).float()
+    full = aggregate_loss(values, mask, "token-mean")
+    total = mask.sum()
+    parts = [aggregate_loss(values[g], mask[g], "token-mean", global_tokens=total)
+             for g in token_budget_microbatches([int(m.sum()) for m in mask], 12)]
+    assert math.isclose(float(sum(parts)), float(full), rel_tol=1e-6)
+
+
+def test_checkpoints_are_atomic_and_pruned(tmp_path):
+    for step in (1, 2, 3):
+        save_checkpoint(tmp_path, step, {"w": torch.full((2,), float(step))}, {"sampler": {"epoch": step}}, keep=2)
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["step_2", "step_3"]
+    step, model, state = load_checkpoint(latest_checkpoint(tmp_path))
+    assert step == 3 and torch.equal(model["w"], torch.full((2,), 3.0)) and state["sampler"]["epoch"] == 3
+    (tmp_path / "checkpoints" / ".step_9.tmp").mkdir()
+    assert latest_checkpoint(tmp_path).name == "step_3", "a half-written checkpoint is never picked"
