@@ -122,25 +122,36 @@ S3_PORT = 8333  # weed mini's S3 gateway; its master/volume/filer ports are fixe
 
 @contextlib.contextmanager
 def s3_server() -> Iterator[S3Server]:
-    """SeaweedFS 'weed mini' on 127.0.0.1 with static S3 credentials."""
+    """SeaweedFS 'weed mini' on 127.0.0.1 with static S3 credentials.
+
+    Every port weed mini opens is picked free (its defaults are fixed, 8333 for S3), so test
+    sessions running in parallel each get their own server instead of silently sharing, and
+    then losing, the first one. The extra gateways (WebDAV, admin UI, Iceberg, Lance) are off.
+    """
+    import json
+
     workdir = Path(tempfile.mkdtemp(prefix="evr1-weed-"))
     access, secret = "evr1test", "evr1testsecret"
     config = workdir / "s3.json"
-    config.write_text(
-        '{"identities": [{"name": "evr1", "credentials": [{"accessKey": "%s", "secretKey": "%s"}],'
-        ' "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}' % (access, secret)
-    )
+    config.write_text(json.dumps({"identities": [{
+        "name": "evr1", "credentials": [{"accessKey": access, "secretKey": secret}],
+        "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}))
+    ports = {flag: free_port() for flag in (
+        "master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port", "filer.port.grpc",
+        "s3.port", "s3.port.grpc", "admin.port", "admin.port.grpc")}
     env = dict(os.environ, AWS_ACCESS_KEY_ID=access, AWS_SECRET_ACCESS_KEY=secret)
+    (workdir / "data").mkdir(exist_ok=True)
     proc = subprocess.Popen(
         [weed_binary(), "mini", f"-dir={workdir / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-         "-master.telemetry=false", f"-s3.config={config}"],
+         "-master.telemetry=false", f"-s3.config={config}", "-webdav=false", "-admin.ui=false",
+         "-s3.port.iceberg=0", "-s3.port.lance=0", *(f"-{flag}={port}" for flag, port in ports.items())],
         stdout=open(workdir / "weed.log", "wb"), stderr=subprocess.STDOUT, env=env,
         start_new_session=True,
     )
-    server = S3Server(f"127.0.0.1:{S3_PORT}", access, secret, proc, workdir)
+    s3_port = ports["s3.port"]
+    server = S3Server(f"127.0.0.1:{s3_port}", access, secret, proc, workdir)
     try:
-        (workdir / "data").mkdir(exist_ok=True)
-        wait_for_port(S3_PORT, 90, proc)
+        wait_for_port(s3_port, 90, proc)
         _wait_s3_ready(server)
         yield server
     finally:

@@ -20,9 +20,12 @@ Names, labels, images and the security settings every workload shares.
 {{- end }}
 {{- end }}
 
-{{/* Name of one component's objects: (dict "root" $ "component" "reward"). */}}
+{{/*
+Name of one component's objects: (dict "root" $ "component" "reward"). At most 52
+characters: a StatefulSet's name must leave room for its controller-revision-hash label.
+*/}}
 {{- define "easyvideor1.componentName" -}}
-{{- printf "%s-%s" (include "easyvideor1.fullname" .root | trunc (int (sub 62 (len .component)))) .component | trimSuffix "-" }}
+{{- printf "%s-%s" (include "easyvideor1.fullname" .root | trunc (int (sub 51 (len .component))) | trimSuffix "-") .component }}
 {{- end }}
 
 {{- define "easyvideor1.chart" -}}
@@ -142,7 +145,7 @@ capabilities:
 {{- printf "http://%s:%v" (include "easyvideor1.componentName" (dict "root" . "component" "frame-cache")) .Values.frameCache.service.port }}
 {{- end }}
 
-{{/* Env of every pod that talks to the store (and, with auth on, to the reward service). */}}
+{{/* Env of every pod that talks to the store. */}}
 {{- define "easyvideor1.storeEnv" -}}
 - name: EVR1_S3_ENDPOINT
   value: {{ include "easyvideor1.s3Endpoint" . | quote }}
@@ -166,6 +169,22 @@ capabilities:
       name: {{ .Values.reward.auth.existingSecret }}
       key: {{ .Values.reward.auth.secretKey }}
 {{- end }}
+{{- end }}
+
+{{- define "easyvideor1.frameCacheTokenEnv" -}}
+{{- if .Values.frameCache.auth.existingSecret }}
+- name: EVR1_FRAME_CACHE_TOKEN
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.frameCache.auth.existingSecret }}
+      key: {{ .Values.frameCache.auth.secretKey }}
+{{- end }}
+{{- end }}
+
+{{/* Bearer tokens of the release's services, for the pods that call them. */}}
+{{- define "easyvideor1.clientTokenEnv" -}}
+{{- $parts := list (include "easyvideor1.rewardTokenEnv" . | trim) (include "easyvideor1.frameCacheTokenEnv" . | trim) }}
+{{- join "\n" (compact $parts) }}
 {{- end }}
 
 {{/* Probes of the Ray pods: the raylet for liveness; the GCS too on the head. */}}

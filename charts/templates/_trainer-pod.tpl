@@ -23,7 +23,7 @@ spec:
       env:
         {{- include "easyvideor1.writableHomeEnv" $root | nindent 8 }}
         {{- include "easyvideor1.storeEnv" $root | nindent 8 }}
-        {{- with include "easyvideor1.rewardTokenEnv" $root }}{{ . | trim | nindent 8 }}{{ end }}
+        {{- with include "easyvideor1.clientTokenEnv" $root | trim }}{{ . | nindent 8 }}{{ end }}
       ports:
         {{- if eq .role "head" }}
         - {name: gcs-server, containerPort: 6379}

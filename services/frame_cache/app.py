@@ -10,8 +10,10 @@ queue reachable), ``/metrics``. Store calls block, so they run in threads; error
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import json
+import logging
 import time
 import uuid
 from collections.abc import Iterator
@@ -30,12 +32,12 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import ValidationError
-from starlette.requests import ClientDisconnect
 
 from services.frame_cache import builds, schemas
 from services.frame_cache.blobs import blob_size, open_blob, verify_upload
 from services.frame_cache.board import open_build_board
 from services.frame_cache.metrics import FrameCacheMetrics
+from services.frame_cache.plumbing import RequestMetrics, read_body, single_flight_check
 from services.frame_cache.worker import BuildSettings, BuildWorkers, QueueHandle, QueueSettings
 
 _log = get_logger("services.frame_cache")
@@ -56,7 +58,7 @@ class FrameCacheSettings:
     max_blob_bytes: int = 1 << 30
     max_request_bytes: int = 8 << 20  # POST /v1/builds bodies
     max_concurrent_reads: int = 16  # non-local stores hold a blob in memory while sending it
-    ready_timeout_s: float = 5.0
+    ready_timeout_s: float = 3.0  # both checks run at once, inside a 5 s probe timeout
     shutdown_grace_s: float = 10.0
 
 
@@ -69,10 +71,14 @@ def create_app(settings: FrameCacheSettings) -> FastAPI:
                            BuildSettings(settings.store_url, settings.store_options, settings.build_processes,
                                          settings.file_timeout_s), board, metrics)
     reads = asyncio.Semaphore(settings.max_concurrent_reads)
+    probes: dict[str, asyncio.Future] = {}
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         workers.start()
+        if settings.build_workers == 0 and settings.queue.url.startswith("memory://"):
+            event(_log, "frame_cache_builds_never_run", logging.WARNING,
+                  reason="--build-workers 0 with a memory:// queue: no process can take the builds")
         event(_log, "frame_cache_service_ready", store=store.url, queue=settings.queue.url,
               build_workers=settings.build_workers, auth=settings.token is not None)
         try:
@@ -106,7 +112,7 @@ def create_app(settings: FrameCacheSettings) -> FastAPI:
 
     @app.head(blob_route, dependencies=protected, summary="Whether a blob exists, and its size",
               responses={200: {"description": "present; Content-Length is the blob size"},
-                         **schemas.error_responses(400, 404, 503, *auth)})
+                         **schemas.head_responses(400, 404, 503, *auth)})
     async def head_blob(key: str) -> Response:
         valid_key(key)
         try:
@@ -160,7 +166,7 @@ def create_app(settings: FrameCacheSettings) -> FastAPI:
         valid_key(key)
         if settings.read_only:
             raise HTTPException(403, "this frame-cache service is read-only (--read-only)")
-        data = await _read_body(request, settings.max_blob_bytes, "--max-blob-bytes")
+        data = await read_body(request, settings.max_blob_bytes, "--max-blob-bytes")
         try:
             await asyncio.to_thread(verify_upload, key, data)
         except CacheError as exc:
@@ -230,7 +236,7 @@ def create_app(settings: FrameCacheSettings) -> FastAPI:
                   "schema": {"$ref": "#/components/schemas/BuildRequest"}}}}},
               responses=schemas.error_responses(400, 413, 422, 503, *auth))
     async def submit_build(request: Request) -> Any:
-        body = await _read_body(request, settings.max_request_bytes, "--max-request-bytes")
+        body = await read_body(request, settings.max_request_bytes, "--max-request-bytes")
         req = _parse_build_request(body)
         try:
             payload = await asyncio.to_thread(builds.payload_of, req)
@@ -243,6 +249,9 @@ def create_app(settings: FrameCacheSettings) -> FastAPI:
             await asyncio.to_thread(board.set, build_id, record)
             await asyncio.to_thread(queue.call, lambda q: q.put(build_id, payload, timeout_s=5.0))
         except QueueError as exc:
+            with contextlib.suppress(QueueError):  # the client got no id; the record only helps operators
+                await asyncio.to_thread(board.set, build_id, {**record, "status": "failed",
+                                                              "error": f"could not be queued: {exc}"})
             raise HTTPException(503, f"build queue unavailable: {exc}") from None
         metrics.builds_submitted.labels(payload["kind"]).inc()
         event(_log, "build_queued", build_id=build_id, **record["request"])
@@ -271,8 +280,9 @@ def create_app(settings: FrameCacheSettings) -> FastAPI:
              responses={503: {"model": schemas.ReadyResponse, "description": "not ready"}})
     async def readyz() -> Any:
         checks = await asyncio.gather(
-            _timed(lambda: _check_store(store), settings.ready_timeout_s, "store"),
-            _timed(lambda: (board.ping(), queue.call(lambda q: q.stats())), settings.ready_timeout_s, "queue"))
+            single_flight_check(lambda: _check_store(store), settings.ready_timeout_s, "store", probes),
+            single_flight_check(lambda: (board.ping(), queue.call(lambda q: q.stats())), settings.ready_timeout_s, "queue",
+                   probes))
         problems = [p for p in checks if p]
         body = {"ready": not problems, "store": store.url, "queue": settings.queue.url,
                 "build_workers": workers.alive, "builds_running": workers.busy,
@@ -294,37 +304,6 @@ def valid_key(key: str) -> str:
         return check_key(key)
     except StoreError as exc:
         raise HTTPException(400, str(exc)) from None
-
-
-class RequestMetrics:
-    """Count every request by route template, method and status; time it to its last byte.
-
-    Pure ASGI (not BaseHTTPMiddleware) so a streamed blob is timed until it was sent.
-    """
-
-    def __init__(self, app: Any, metrics: FrameCacheMetrics):
-        self.app, self.metrics = app, metrics
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        began = time.perf_counter()
-        status = 500
-
-        async def record_status(message: dict) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, record_status)
-        finally:
-            # The template, never the raw path: keys and build ids must not become label values.
-            route = getattr(scope.get("route"), "path", "unmatched")
-            self.metrics.requests.labels(route, scope["method"], str(status)).inc()
-            self.metrics.request_seconds.labels(route, scope["method"]).observe(time.perf_counter() - began)
 
 
 def _parse_build_request(body: bytes) -> builds.BuildRequest:
@@ -363,28 +342,3 @@ def _check_store(store: FrameStore) -> None:
     store.exists(_PROBE_KEY)
 
 
-async def _timed(check: Any, timeout: float, what: str) -> str | None:
-    try:
-        await asyncio.wait_for(asyncio.to_thread(check), timeout)
-    except TimeoutError:
-        return f"{what}: no answer within {timeout:g}s"
-    except (StoreError, QueueError) as exc:
-        return f"{what}: {exc}"
-    return None
-
-
-async def _read_body(request: Request, limit: int, option: str) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise HTTPException(413, f"request body of {declared} bytes exceeds the limit of {limit} bytes ({option})")
-    chunks: list[bytes] = []
-    size = 0
-    try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise HTTPException(413, f"request body of more than {limit} bytes exceeds the limit ({option})")
-            chunks.append(chunk)
-    except ClientDisconnect:
-        raise HTTPException(400, "client disconnected while sending the body") from None
-    return b"".join(chunks)

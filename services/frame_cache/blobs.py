@@ -121,4 +121,9 @@ def verify_upload(key: str, data: bytes) -> None:
     if blake3.blake3(canonical.encode()).hexdigest() != key:
         raise CacheError(f"{where}: the key is not the hash of the identity the blob declares "
                          "(content hash, kind, parameters, decoder)")
-    decode_blob(data, CacheKey(key, declared.content_hash, params, kind, declared.decoder, version))
+    try:
+        decode_blob(data, CacheKey(key, declared.content_hash, params, kind, declared.decoder, version))
+    except CacheError:
+        raise
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:  # a hostile tensor entry
+        raise CacheError(f"{where}: malformed tensor header ({type(exc).__name__}: {exc})") from None

@@ -45,7 +45,7 @@ class FrameCacheMetrics:
         self.build_media = Counter("evr1_frame_cache_build_media", "Media of finished builds, by outcome "
                                    "(built, reused, failed)", ["outcome"], registry=r)
         self.build_failures = Counter("evr1_frame_cache_build_failures", "Media that failed to build, by "
-                                      "error kind", ["error_kind"], registry=r)
+                                      "error kind (the listed ones: at most 1000 per build)", ["error_kind"], registry=r)
         self.build_seconds = Histogram("evr1_frame_cache_build_seconds", "Wall time of one build",
                                        buckets=_BUILD_BUCKETS, registry=r)
         self.builds_running = Gauge("evr1_frame_cache_builds_running", "Builds running in this process",

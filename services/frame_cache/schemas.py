@@ -25,6 +25,11 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {code: {"model": ErrorResponse, "description": _ERROR_TEXT[code]} for code in codes}
 
 
+def head_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """A HEAD answer has no body: the reason of a 404 is in its ``X-Reason`` header."""
+    return {code: {"description": _ERROR_TEXT[code]} for code in codes}
+
+
 class PutResponse(BaseModel):
     key: str
     bytes: int
@@ -98,6 +103,9 @@ class ReadyResponse(BaseModel):
     detail: str | None = None
 
 
+_PATTERNS = {"key": "^[0-9a-f]{16,128}$", "build_id": "^[0-9a-f]{32}$"}
+
+
 def install_openapi(app: FastAPI) -> None:
     """Publish ``BuildRequest`` (the body is parsed by hand for clear 4xx messages)."""
 
@@ -107,6 +115,13 @@ def install_openapi(app: FastAPI) -> None:
             request = BuildRequest.model_json_schema(ref_template="#/components/schemas/{model}")
             defs = request.pop("$defs", {})
             doc.setdefault("components", {}).setdefault("schemas", {}).update(defs, BuildRequest=request)
+            # The routes check these formats themselves (400 with a reason, not FastAPI's 422);
+            # the patterns are published so clients and schema-driven tests know them.
+            for operations in doc["paths"].values():
+                for operation in operations.values():
+                    for parameter in operation.get("parameters", []):
+                        if parameter["name"] in _PATTERNS and parameter["in"] == "path":
+                            parameter["schema"]["pattern"] = _PATTERNS[parameter["name"]]
             app.openapi_schema = doc
         return app.openapi_schema
 

@@ -110,3 +110,18 @@ def test_header_reader_exposes_offsets(video_blob):
     header, start = read_header(blob)
     assert header["frames"]["shape"] == list(frames.shape)
     assert start % 8 == 0 and len(blob) == start + frames.nbytes
+
+
+@pytest.mark.parametrize("entry_patch", [{"shape": ["x", 2]}, {"shape": [-4, 2, 2, 3]},
+                                         {"data_offsets": ["a", None]}])
+def test_hostile_tensor_entries_are_cache_errors(video_blob, entry_patch):
+    _, _, key, data = video_blob
+    (length,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + length])
+    name = next(k for k in header if k != "__metadata__")
+    header[name].update(entry_patch)
+    raw = json.dumps(header).encode()
+    raw += b" " * ((8 - len(raw) % 8) % 8)
+    tampered = struct.pack("<Q", len(raw)) + raw + data[8 + length:]
+    with pytest.raises(CacheError):
+        decode_blob(tampered, key)

@@ -81,6 +81,19 @@ def test_publish_fetch_round_trip(store_url, board):
         sub.fetch(9)
 
 
+def test_large_version_goes_up_as_a_multipart_upload(s3, board, monkeypatch):
+    for key, value in s3.url_env.items():
+        monkeypatch.setenv(key, value)
+    url = f"s3://evr1-weights/multipart-{uuid.uuid4().hex[:8]}"
+    pub = WeightPublisher(url, board, part_size=5 << 20)
+    state = {"big": torch.arange(3_000_000, dtype=torch.float32)}  # 12 MB: three 5 MiB parts
+    pub.publish(1, state)
+    client = Minio(s3.endpoint, access_key=s3.access_key, secret_key=s3.secret_key, secure=False)
+    etag = client.stat_object("evr1-weights", url.split("/", 3)[3] + "/v00000001/model.safetensors").etag
+    assert etag.endswith("-3"), etag  # an S3 multipart ETag names its part count
+    _assert_same(load(WeightSubscriber(url, board).fetch(1)), state)
+
+
 def test_versions_must_increase_and_nothing_is_written_for_a_refused_one(tmp_path, board):
     root = tmp_path / "weights"
     pub = WeightPublisher(str(root), board)

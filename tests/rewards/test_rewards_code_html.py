@@ -123,3 +123,8 @@ def test_watchdog_kills_a_wedged_browser(chromium):
         assert renderer.launches == 2
     finally:
         renderer.close()
+
+
+def test_text_without_markup_renders_but_is_not_valid_html(chromium):
+    result = run("<answer>just some words</answer>", chromium)
+    assert result.format == 0.5 and result.details["reason"] == "no HTML markup in the answer"

@@ -147,3 +147,10 @@ def test_through_the_dispatcher():
     bad = score(ScoreRequest("<answer>print(1)</answer>", "{broken", "programming"), config)
     assert bad.error and "GroundTruthError" in bad.error
     assert time.monotonic() - start < 10
+
+
+@pytest.mark.parametrize("answer", ["\ud800print(3)", "print(3)\x00", "\x00" * 10])
+def test_undecodable_code_scores_zero_with_reason(answer):
+    result = run(f"<answer>{answer}</answer>", json.dumps([{"input": "", "output": "3"}]))
+    assert (result.accuracy, result.format) == (0.0, 0.5)
+    assert result.details["reason"].startswith("syntax error")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from easyvideor1.rewards import RewardConfig, ScoreRequest, canonical_problem_type, score
 
@@ -73,22 +71,3 @@ def test_config_reaches_the_scorers():
     only = RewardConfig(answer_tag_policy="only")
     got = score(ScoreRequest("<answer>B</answer><answer>B</answer>", "B", "mc"), only)
     assert (got.accuracy, got.format) == (0.0, 0.5)
-
-
-CHEAP = ["multiple choice", "numerical", "regression", "boolean", "temporal grounding", "spatial grounding",
-         "tracking", "spatial-temporal grounding"]
-
-
-@pytest.mark.parametrize("problem_type", CHEAP)
-def test_cheap_types_reach_ten_thousand_items_per_second(problem_type):
-    canonical = canonical_problem_type(problem_type)
-    response, truth, options = next(v for k, v in PERFECT.items() if canonical_problem_type(k) == canonical)
-    reasoning = "<think>" + "I look at the frames one by one. " * 30 + "</think>"
-    request = ScoreRequest(reasoning + response, truth, canonical, options=options)
-    best = 0.0
-    for _ in range(3):  # best of three: the machine is shared
-        started = time.perf_counter()
-        for _ in range(1000):
-            score(request)
-        best = max(best, 1000 / (time.perf_counter() - started))
-    assert best >= 10_000, f"{problem_type}: {best:.0f} items/s"

@@ -61,8 +61,9 @@ def test_call_with_timeout():
         call_with_timeout(lambda: 1 / 0, 5)
     started = time.perf_counter()
     with pytest.raises(MathTimeout, match="timeout"):
-        call_with_timeout(lambda: time.sleep(0.5), 0.05)
-    assert time.perf_counter() - started < 0.4
+        call_with_timeout(lambda: time.sleep(5.0), 0.05)
+    # The call returns at its timeout, not when the work ends (a wide margin for loaded machines).
+    assert time.perf_counter() - started < 4.0
 
 
 def test_slow_verification_scores_zero_with_timeout(monkeypatch):

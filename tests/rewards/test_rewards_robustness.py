@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from easyvideor1.rewards.boolean import score_boolean
 from easyvideor1.rewards.multiple_choice import score_multiple_choice
@@ -44,13 +42,13 @@ def imported_scorers():
             scorer(ScoreRequest(f"<answer>{answer}</answer>", truth, "x"), {"answer_tag_policy": "last"})
 
 
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize("name", sorted(HOSTILE))
-def test_hostile_responses_score_quickly_and_stay_in_range(name):
+def test_hostile_responses_terminate_and_stay_in_range(name):
+    """Catastrophic regex backtracking shows up as a hang (minutes), which the timeout turns into
+    a failure; speed itself is measured by benchmarks/reward_throughput.py, not asserted here."""
     text = HOSTILE[name]
     for response in (text, f"<answer>{text}</answer>"):
         for scorer, truth in SCORERS:
-            started = time.perf_counter()
             got = scorer(ScoreRequest(response, truth, "x"), {"answer_tag_policy": "last"})
-            elapsed = time.perf_counter() - started
             assert 0.0 <= got.accuracy <= 1.0
-            assert elapsed < 2.0, f"{scorer.__name__} took {elapsed:.2f}s on {name}"

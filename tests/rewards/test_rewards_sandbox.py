@@ -269,3 +269,18 @@ def test_unshare_fallback_mode(monkeypatch, tcp_server):
     assert looping.timed_out
     monkeypatch.undo()
     assert sandbox_mode(refresh=True) == "bwrap"
+
+
+def test_run_dirs_of_dead_processes_are_swept():
+    dead = Path("/tmp") / "evr1-sbx-999999999-1-stale"
+    alive = Path("/tmp") / f"evr1-sbx-{os.getpid()}-999-mine"
+    for path in (dead, alive):
+        (path / "in").mkdir(parents=True, exist_ok=True)
+    try:
+        assert sandbox_mode(refresh=True) == "bwrap"
+        assert not dead.exists() and alive.exists()
+    finally:
+        for path in (dead, alive):
+            if path.exists():
+                (path / "in").rmdir()
+                path.rmdir()

@@ -18,10 +18,10 @@ from easyvideor1.rewards.client import (
     jsonable,
     open_reward_client,
     prepare_item,
-    reward_config_from_mapping,
 )
 from easyvideor1.rewards.types import RewardConfig, RewardResult
 
+from services.reward.config import reward_config_from_mapping
 from services.reward.examples import CHEAP, CODE_OK, TEXT, mixed_batch
 from services.reward.launch import RewardServer, free_port, reward_server
 

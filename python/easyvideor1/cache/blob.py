@@ -92,8 +92,13 @@ def decode_blob(data: Any, expected: CacheKey, *, verify_checksum: bool = True
     entry = header.get(TENSOR_NAME)
     if not isinstance(entry, dict) or entry.get("dtype") != "U8":
         raise CacheError(f"{where}: no uint8 '{TENSOR_NAME}' tensor in the blob")
-    shape = tuple(int(d) for d in entry.get("shape", ()))
-    begin, end = (int(x) for x in entry.get("data_offsets", (0, -1)))
+    try:
+        shape = tuple(int(d) for d in entry.get("shape", ()))
+        begin, end = (int(x) for x in entry.get("data_offsets", (0, -1)))
+    except (TypeError, ValueError) as exc:  # hostile header: never let it escape as a crash
+        raise CacheError(f"{where}: malformed tensor entry ({exc})") from None
+    if any(d < 0 for d in shape):
+        raise CacheError(f"{where}: negative dimension in tensor shape {shape}")
     n_bytes = math.prod(shape) if shape else 0
     total = len(memoryview(data))
     if end - begin != n_bytes or begin < 0 or data_start + end > total:

@@ -7,17 +7,38 @@ then the RayJob that mounts it, ready for ``kubectl apply -f -``.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
 from easyvideor1.config import load_config
 
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _env_value(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not _ENV_NAME.match(name):
+        raise argparse.ArgumentTypeError(f"expected VAR=VALUE, got {text!r}")
+    return name, value
+
+
+def _secret_ref(text: str) -> tuple[str, str, str]:
+    name, sep, ref = text.partition("=")
+    secret, colon, key = ref.partition(":")
+    if not sep or not colon or not _ENV_NAME.match(name) or not secret or not key:
+        raise argparse.ArgumentTypeError(f"expected VAR=SECRET:KEY, got {text!r}")
+    return name, secret, key
+
 
 def _render_job(args: argparse.Namespace) -> int:
-    from easyvideor1.k8s import dump_manifests, render_job
+    from easyvideor1.k8s import dump_manifests, render_job, s3_env, secret_env
 
     config = load_config(args.config, args.overrides)
-    text = dump_manifests(render_job(config, name=args.name, suspend=args.suspend))
+    env = s3_env(args.s3_endpoint, args.s3_secret)
+    env += [{"name": name, "value": value} for name, value in args.env]
+    env += [secret_env(name, secret, key) for name, secret, key in args.secret_env]
+    text = dump_manifests(render_job(config, name=args.name, suspend=args.suspend, env=env))
     if args.out:
         Path(args.out).write_text(text)
         print(f"wrote {args.out}", file=sys.stderr)
@@ -38,6 +59,14 @@ def register(subparsers) -> None:
     job.add_argument("overrides", nargs="*", help="dotted KEY=VALUE overrides, e.g. kubernetes.num_workers=4")
     job.add_argument("--out", help="write the manifests here instead of standard output")
     job.add_argument("--name", help="RayJob name (default: trainer.experiment_name made a DNS label)")
+    job.add_argument("--s3-endpoint", metavar="URL",
+                     help="S3 endpoint of s3:// stores in the config (sets EVR1_S3_ENDPOINT in the Ray pods)")
+    job.add_argument("--s3-secret", metavar="NAME",
+                     help="Secret with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for the Ray pods")
+    job.add_argument("--env", type=_env_value, action="append", default=[], metavar="VAR=VALUE",
+                     help="extra environment variable of the Ray pods (repeatable)")
+    job.add_argument("--secret-env", type=_secret_ref, action="append", default=[], metavar="VAR=SECRET:KEY",
+                     help="environment variable from a Secret key, e.g. EVR1_REWARD_TOKEN=reward-token:token")
     job.add_argument("--suspend", action="store_true",
                      help="create the RayJob suspended (spec.suspend: true); set it to false to start")
     job.set_defaults(func=_render_job)

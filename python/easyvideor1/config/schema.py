@@ -204,6 +204,19 @@ class DistributedConfig(Section):
     staleness: int = Field(0, ge=0, description="Accept rollouts this many versions old (0: on-policy).")
     frame_cache_url: str | None = Field(None, description="Frame-cache service URL (http://...).")
     ray_address: str | None = Field(None, description="Ray cluster address (auto when null).")
+    result_timeout_s: float = Field(1800.0, gt=0, description="Longest wait for one round's rollout results; "
+                                    "then a clear error names the missing tasks.")
+    queue_patience_s: float = Field(120.0, gt=0, description="How long a round waits out an unreachable queue "
+                                    "(Redis restart); once it answers, lost tasks are re-put (queue.recover).")
+    max_requeues: int = Field(3, ge=0, description="Times a task whose result was too stale is put again "
+                              "before its sample is filtered.")
+    train_ranks: int = Field(1, ge=1, description="FSDP ranks of the Ray trainer entrypoint, each a Ray actor "
+                             "in one placement group.")
+    cpus_per_rank: float = Field(1.0, gt=0, description="CPUs reserved per trainer rank actor.")
+    gpus_per_rank: float | None = Field(None, ge=0, description="GPUs per trainer rank actor (null: 1 when "
+                                        "CUDA is available, else 0).")
+    cluster_file: str | None = Field(None, description="cluster.json of `evr1 up`; fills the URLs above that "
+                                     "are unset (null: $EVR1_CLUSTER_FILE, else .evr1/cluster.json if present).")
 
 
 class KubernetesConfig(Section):

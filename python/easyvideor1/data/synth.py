@@ -71,6 +71,7 @@ def generate_synthetic(
     val_fraction: float = 0.2,
     offline_type: str | Sequence[str] | None = DEFAULT_OFFLINE_TYPE,
     offline_fraction: float = 0.5,
+    offline_reasoning: bool = True,
     progress: bool = True,
 ) -> SynthReport:
     """Generate ``n_per_type`` samples of every type in ``types`` (default: all of
@@ -80,7 +81,8 @@ def generate_synthetic(
     ``val.jsonl``. The first ``offline_fraction`` of the train rows of ``offline_type`` (one
     type name or several) carry
     ``has_offline_trajectory`` and a correct ``<think>..</think><answer>..</answer>``
-    response. Bad arguments raise :class:`ConfigError`.
+    response (``offline_reasoning=False``: the ``<answer>`` part only, for tiny models with a
+    short response budget). Bad arguments raise :class:`ConfigError`.
     """
     started = time.monotonic()
     try:
@@ -104,7 +106,7 @@ def generate_synthetic(
             for index in range(n_per_type):
                 is_val = index >= n_per_type - n_val
                 offline = name in offline_types and not is_val and index < n_offline
-                sample = _make_sample(out, cfg, seed, name, index, offline)
+                sample = _make_sample(out, cfg, seed, name, index, offline, offline_reasoning)
                 (val if is_val else train).append(sample)
                 per_type[name] += 1
                 bar.update(1)
@@ -153,7 +155,8 @@ def make_task(name: str, index: int, seed: int, cfg: SynthConfig | None = None) 
     return TASKS[name](task_rng(seed, name, index), cfg or SynthConfig())
 
 
-def _make_sample(out: Path, cfg: SynthConfig, seed: int, name: str, index: int, offline: bool) -> Sample:
+def _make_sample(out: Path, cfg: SynthConfig, seed: int, name: str, index: int, offline: bool,
+                 reasoning: bool = True) -> Sample:
     task = make_task(name, index, seed, cfg)
     row: dict = {"problem_id": f"synth-{name}-{index:04d}", "problem": task.problem, "answer": task.answer,
                  "problem_type": task.problem_type}
@@ -165,7 +168,8 @@ def _make_sample(out: Path, cfg: SynthConfig, seed: int, name: str, index: int, 
         row["images"] = [str(save_image(out / "media" / name / f"{index:04d}.png", task.image))]
     if offline:
         row["has_offline_trajectory"] = True
-        row["offline_output"] = f"<think>{task.reasoning}</think>\n<answer>{task.answer}</answer>"
+        answer = f"<answer>{task.answer}</answer>"
+        row["offline_output"] = f"<think>{task.reasoning}</think>\n{answer}" if reasoning else answer
     row["synth"] = {"task": name, "seed": seed, **task.info}
     # Going through the validator guarantees generated rows load cleanly (placeholders too).
     sample, problems = parse_row(row, path=f"<synth {name}>", line=index + 1, base_dir=str(out),

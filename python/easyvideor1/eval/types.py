@@ -89,4 +89,4 @@ def failure_record(item: EvalItem, kind: str, message: str, **extra: Any) -> dic
 
 def base_record(item: EvalItem) -> dict[str, Any]:
     return {"benchmark": item.benchmark, "id": item.id, "categories": item.categories, "answer": item.answer,
-            "problem_type": item.problem_type, "source": item.source}
+            "problem_type": item.problem_type, "meta": item.meta, "source": item.source}

@@ -9,6 +9,7 @@ the VideoRLJob operator, so both create the same objects.
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -58,11 +59,15 @@ def check_trainable(config: RunConfig) -> None:
 
 
 def render_job(config: RunConfig, *, name: str | None = None, suspend: bool = False, managed_by: str = "evr1",
-               owner_references: list[dict[str, Any]] | None = None,
-               extra_labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
+               owner_references: list[dict[str, Any]] | None = None, extra_labels: dict[str, str] | None = None,
+               env: list[dict[str, Any]] | None = None,
+               volumes: list[tuple[dict[str, Any], dict[str, Any]]] | None = None) -> list[dict[str, Any]]:
     """``[ConfigMap, RayJob]`` for ``config``; ``suspend`` creates the RayJob held back
-    (``spec.suspend``) until someone sets it to false."""
+    (``spec.suspend``) until someone sets it to false. ``env`` (EnvVar objects, e.g. S3
+    credentials from a Secret) and ``volumes`` ((volume, mount) pairs, e.g. the dataset's
+    claim) go into every Ray pod."""
     check_trainable(config)
+    extras = _PodExtras(env=list(env or []), volumes=list(volumes or []))
     name = check_dns_label(name or job_name(config), "RayJob name", MAX_RAYJOB_NAME)
     namespace = check_dns_label(config.kubernetes.namespace, "kubernetes.namespace")
     common = labels(name="easyvideor1", instance=name, component=COMPONENT, managed_by=managed_by)
@@ -89,10 +94,26 @@ def render_job(config: RunConfig, *, name: str | None = None, suspend: bool = Fa
             "suspend": suspend,
             "submissionMode": "K8sJobMode",
             "submitterPodTemplate": _submitter_template(config, common),
-            "rayClusterSpec": _cluster_spec(config, common, config_map_name),
+            "rayClusterSpec": _cluster_spec(config, common, config_map_name, extras),
         },
     }
     return [config_map, ray_job]
+
+
+def s3_env(endpoint: str | None, secret: str | None) -> list[dict[str, Any]]:
+    """EnvVars for the S3 store client: the endpoint, and the keys from a Secret holding
+    AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY."""
+    env: list[dict[str, Any]] = []
+    if endpoint:
+        env.append({"name": "EVR1_S3_ENDPOINT", "value": endpoint})
+    if secret:
+        check_dns_label(secret.split(".")[0], "S3 credentials Secret")
+        env += [secret_env(key, secret, key) for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")]
+    return env
+
+
+def secret_env(variable: str, secret: str, key: str) -> dict[str, Any]:
+    return {"name": variable, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
 
 
 def _runtime_env() -> str:
@@ -101,12 +122,19 @@ def _runtime_env() -> str:
     return yaml.safe_dump(env, sort_keys=True)
 
 
-def _cluster_spec(config: RunConfig, common: dict[str, str], config_map_name: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _PodExtras:
+    env: list[dict[str, Any]]
+    volumes: list[tuple[dict[str, Any], dict[str, Any]]]
+
+
+def _cluster_spec(config: RunConfig, common: dict[str, str], config_map_name: str,
+                  extras: _PodExtras) -> dict[str, Any]:
     k8s = config.kubernetes
     # With no worker pods the head runs the whole job, so it gets the GPUs.
     head_gpus = k8s.gpus_per_worker if k8s.num_workers == 0 else 0
-    head = _ray_pod(config, common, config_map_name, role="head", cpus=k8s.head_cpus, memory=k8s.head_memory,
-                    gpus=head_gpus)
+    head = _ray_pod(config, common, config_map_name, extras, role="head", cpus=k8s.head_cpus,
+                    memory=k8s.head_memory, gpus=head_gpus)
     spec: dict[str, Any] = {
         "rayVersion": RAY_VERSION,
         "enableInTreeAutoscaling": False,
@@ -118,7 +146,7 @@ def _cluster_spec(config: RunConfig, common: dict[str, str], config_map_name: st
         },
     }
     if k8s.num_workers > 0:
-        worker = _ray_pod(config, common, config_map_name, role="worker", cpus=k8s.cpus_per_worker,
+        worker = _ray_pod(config, common, config_map_name, extras, role="worker", cpus=k8s.cpus_per_worker,
                           memory=k8s.memory_per_worker, gpus=k8s.gpus_per_worker)
         spec["workerGroupSpecs"] = [{
             "groupName": "gpu-workers",
@@ -138,8 +166,8 @@ def _resources(cpus: int, memory: str, gpus: int) -> dict[str, Any]:
     return {"requests": dict(amounts), "limits": dict(amounts)}
 
 
-def _ray_pod(config: RunConfig, common: dict[str, str], config_map_name: str, *, role: str, cpus: int,
-             memory: str, gpus: int) -> dict[str, Any]:
+def _ray_pod(config: RunConfig, common: dict[str, str], config_map_name: str, extras: _PodExtras, *,
+             role: str, cpus: int, memory: str, gpus: int) -> dict[str, Any]:
     raylet = {"httpGet": {"path": "/api/local_raylet_healthz", "port": DASHBOARD_AGENT_PORT}}
     if role == "head":
         readiness = {"httpGet": {"path": "/api/gcs_healthz", "port": 8265}}
@@ -151,7 +179,7 @@ def _ray_pod(config: RunConfig, common: dict[str, str], config_map_name: str, *,
         "name": f"ray-{role}",
         "image": config.kubernetes.image,
         "imagePullPolicy": "IfNotPresent",
-        "env": env_list(WRITABLE_HOME_ENV),
+        "env": [*env_list(WRITABLE_HOME_ENV), *(dict(item) for item in extras.env)],
         "ports": ports,
         "resources": _resources(cpus, memory, gpus),
         "securityContext": container_security_context(),
@@ -161,7 +189,7 @@ def _ray_pod(config: RunConfig, common: dict[str, str], config_map_name: str, *,
         "livenessProbe": {**raylet, "initialDelaySeconds": 30, "periodSeconds": 15, "timeoutSeconds": 5,
                           "failureThreshold": 8},
         "volumeMounts": [{"name": CONFIG_VOLUME, "mountPath": RUN_CONFIG_DIR, "readOnly": True},
-                         *scratch_mounts(shm=True)],
+                         *scratch_mounts(shm=True), *(dict(mount) for _, mount in extras.volumes)],
     }
     spec: dict[str, Any] = {
         "securityContext": pod_security_context(),
@@ -170,7 +198,7 @@ def _ray_pod(config: RunConfig, common: dict[str, str], config_map_name: str, *,
         "automountServiceAccountToken": False,
         "volumes": [{"name": CONFIG_VOLUME, "configMap": {"name": config_map_name}},
                     # Half the pod memory for the object store and NCCL, like Ray's own default.
-                    *scratch_volumes(shm_size=_half(memory))],
+                    *scratch_volumes(shm_size=_half(memory)), *(dict(volume) for volume, _ in extras.volumes)],
     }
     if gpus:
         spec["tolerations"] = [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]

@@ -208,12 +208,13 @@ def safetensors_digest(model_dir: str | Path) -> str:
     return digest.hexdigest()
 
 
-def perturb_weights(model: Any, scale: float = 0.5, seed: int = 0) -> None:
-    """Add relative Gaussian noise to every floating parameter, in place.
+def perturb_weights(model: Any, scale: float = 1.5, seed: int = 0) -> None:
+    """Add Gaussian noise to every floating parameter, in place, deterministically by seed.
 
-    The default init (std 0.02) gives near-flat logits, which hides numerical mismatches
-    between engines; noise of ``scale`` x each tensor's std (or ``scale`` x 0.02 for
-    constant tensors such as norms) makes outputs sharply input-dependent.
+    The default init (std 0.02) gives near-flat logits and near-uniform attention, which
+    hide numerical mismatches between engines. Matrices get noise of std
+    ``scale / sqrt(fan_in)`` (a Kaiming-like scale, so activations and logits are O(1)),
+    vectors (norm weights, biases) ``0.1 * scale``.
     """
     import torch
 
@@ -222,6 +223,49 @@ def perturb_weights(model: Any, scale: float = 0.5, seed: int = 0) -> None:
         for _, param in sorted(model.named_parameters(), key=lambda kv: kv[0]):
             if not param.is_floating_point():
                 continue
-            std = float(param.float().std()) if param.numel() > 1 else 0.0
+            if param.dim() >= 2:
+                fan_in = param[0].numel()
+                std = scale / fan_in**0.5
+            else:
+                std = 0.1 * scale
             noise = torch.randn(param.shape, generator=generator, dtype=torch.float32)
-            param.add_((noise * scale * (std if std > 1e-6 else 0.02)).to(param.dtype))
+            param.add_((noise * std).to(param.dtype))
+
+
+def random_video_input(family: str | ModelFamily, num_frames: int, rows: int, cols: int, *,
+                       source_fps: float = 3.0, stride: int = 2, seed: int = 0, first_index: int = 0):
+    """Random frames of ``rows x cols`` factor units with the exact metadata of a sampled video.
+
+    Frame ``i`` is source frame ``first_index + stride * i`` of a ``source_fps`` video, as the
+    frame cache would hand them over (sampled and resized already).
+    """
+    import numpy as np
+
+    from easyvideor1.models.inputs import VideoInput
+    from easyvideor1.video.metadata import VideoMetadata
+
+    factor = get_family(family).factor
+    height, width = rows * factor, cols * factor
+    frames = np.random.default_rng(seed).integers(0, 256, (num_frames, height, width, 3), dtype=np.uint8)
+    indices = tuple(first_index + stride * i for i in range(num_frames))
+    total = indices[-1] + stride
+    metadata = VideoMetadata(
+        source_fps=source_fps, total_frames=total, duration=total / source_fps, frame_indices=indices,
+        timestamps=tuple(i / source_fps for i in indices), height=height, width=width, source_height=height,
+        source_width=width, factor=factor, decoder="synthetic",
+    )
+    return VideoInput(frames, metadata)
+
+
+def random_image_input(family: str | ModelFamily, rows: int, cols: int, *, seed: int = 0):
+    """A random ``rows x cols`` factor-unit image with its metadata."""
+    import numpy as np
+
+    from easyvideor1.models.inputs import ImageInput
+    from easyvideor1.video.metadata import ImageMetadata
+
+    factor = get_family(family).factor
+    height, width = rows * factor, cols * factor
+    image = np.random.default_rng(seed).integers(0, 256, (height, width, 3), dtype=np.uint8)
+    return ImageInput(image, ImageMetadata(height=height, width=width, source_height=height, source_width=width,
+                                           factor=factor))

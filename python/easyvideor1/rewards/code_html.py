@@ -5,8 +5,8 @@ viewport ``width`` x ``height``, 512 x 384 by default, JS time limit ``render_ti
 5 s) and compared in grayscale with :func:`easyvideor1.rewards.image_similarity.ssim`.
 ``accuracy = max(0, SSIM)``. A page that does not render (timeout, JS that never yields,
 too large) scores accuracy 0 with the reason; format per :mod:`code_extract` (valid = it
-renders). The reference screenshot is cached (LRU, 64 entries); a reference that does not
-render raises GroundTruthError; a browser that cannot start raises RendererUnavailable
+renders and contains markup). The reference screenshot is cached (LRU, 64 entries); a
+reference that does not render raises GroundTruthError; a browser that cannot start raises RendererUnavailable
 (the dispatcher reports it as an error, never as a 0 the response earned).
 
 Options: ``width``, ``height``, ``render_timeout_s``, ``chromium_path``
@@ -76,4 +76,7 @@ def score_html(req: ScoreRequest, options: dict[str, Any]) -> Score:
         return Score(0.0, found.format_score(False), details)
     value = ssim(image, ref_image)
     details["ssim"] = round(value, 6)
-    return Score(max(0.0, value), found.format_score(True), details)
+    valid = looks_like(found.code, "html")  # Chromium renders any text; valid HTML has markup
+    if not valid:
+        details["reason"] = "no HTML markup in the answer"
+    return Score(max(0.0, value), found.format_score(valid), details)

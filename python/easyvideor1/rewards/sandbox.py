@@ -13,8 +13,8 @@ Two isolation modes; the strongest that works here is chosen once per process
     writable places; the root itself is remounted read-only) and the inputs read-only at
     ``/sandbox/in`` (a copy under the host's /tmp, deleted after the run). ``/root``, ``/work``,
     ``/home``, ``/etc`` and every other host path do not exist inside. The only network
-    is the sandbox's own loopback. bwrap itself runs as ``nobody`` (uid 65534), never as
-    root, so RLIMIT_NPROC binds (the kernel exempts uid 0 from it).
+    is the sandbox's own loopback. bwrap itself never runs as root (as root it is started
+    as ``nobody``, uid 65534), so RLIMIT_NPROC binds (the kernel exempts uid 0 from it).
 ``unshare`` (fallback when bwrap or unprivileged user namespaces are unavailable)
     Needs root: ``unshare --net --pid --mount-proc`` gives no network and a private
     process tree; ``setpriv`` then drops to a per-run unprivileged uid with no
@@ -126,6 +126,7 @@ def sandbox_mode(*, refresh: bool = False) -> str:
             _MODES.clear()
         if wanted in _MODES:
             return _MODES[wanted]
+        _sweep_stale()
         problems = []
         for mode in ("bwrap", "unshare") if wanted == "auto" else (wanted,):
             why = _probe(mode)
@@ -136,6 +137,25 @@ def sandbox_mode(*, refresh: bool = False) -> str:
         raise SandboxUnavailable("cannot isolate untrusted code, refusing to run it (" + "; ".join(problems)
                                  + "). Install bubblewrap with unprivileged user namespaces, or run as root "
                                  "with util-linux unshare/setpriv.")
+
+
+def _tmp_base() -> str | None:
+    # Under /tmp rather than $TMPDIR: bwrap runs as nobody and must reach the inputs.
+    return os.environ.get("EVR1_SANDBOX_TMP") or ("/tmp" if os.access("/tmp", os.W_OK) else None)
+
+
+def _sweep_stale() -> None:
+    """Remove run dirs left by processes that died mid-run (their ``finally`` never ran)."""
+    base = _tmp_base() or tempfile.gettempdir()
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return
+    for name in names:
+        parts = name.split("-")
+        if name.startswith("evr1-sbx-") and len(parts) > 2 and parts[2].isdigit():
+            if not os.path.exists(f"/proc/{parts[2]}"):
+                shutil.rmtree(os.path.join(base, name), ignore_errors=True)
 
 
 def _probe(mode: str) -> str | None:
@@ -184,8 +204,12 @@ def run_sandboxed(
         parts = Path(name).parts
         if not parts or Path(name).is_absolute() or ".." in parts:
             raise ValueError(f"sandbox file names must be relative without '..', got {name!r}")
-    data = {name: value.encode() if isinstance(value, str) else bytes(value) for name, value in files.items()}
-    return _run(sandbox_mode(), argv, stdin.encode() if isinstance(stdin, str) else bytes(stdin),
+    # surrogatepass: a lone surrogate (possible in decoded JSON) reaches the program as
+    # invalid UTF-8 for it to reject, instead of failing here.
+    data = {name: value.encode("utf-8", "surrogatepass") if isinstance(value, str) else bytes(value)
+            for name, value in files.items()}
+    stdin_bytes = stdin.encode("utf-8", "surrogatepass") if isinstance(stdin, str) else bytes(stdin)
+    return _run(sandbox_mode(), argv, stdin_bytes,
                 limits, data, dict(env or {}))
 
 
@@ -225,9 +249,7 @@ def _acquire_uid() -> int:
 def _run(mode: str, argv: list[str], stdin: bytes, limits: SandboxLimits, files: dict[str, bytes],
          env: dict[str, str]) -> SandboxResult:
     python = sandbox_python()
-    # Under /tmp rather than $TMPDIR: bwrap runs as nobody and must reach the inputs.
-    base = os.environ.get("EVR1_SANDBOX_TMP") or ("/tmp" if os.access("/tmp", os.W_OK) else None)
-    host_dir = tempfile.mkdtemp(prefix=f"evr1-sbx-{os.getpid()}-{next(_RUN_IDS)}-", dir=base)
+    host_dir = tempfile.mkdtemp(prefix=f"evr1-sbx-{os.getpid()}-{next(_RUN_IDS)}-", dir=_tmp_base())
     uid = _acquire_uid() if mode == "unshare" else None
     try:
         in_dir = os.path.join(host_dir, "in")
@@ -241,7 +263,10 @@ def _run(mode: str, argv: list[str], stdin: bytes, limits: SandboxLimits, files:
             for name in names:
                 os.chmod(os.path.join(root, name), 0o644)
         if mode == "bwrap":
-            workdir, prefix, spawn_user = _BWRAP_WORKDIR, _bwrap_argv(python, in_dir, limits), NOBODY
+            # As root, bwrap is started as nobody (uid 0 is exempt from RLIMIT_NPROC); any
+            # other user already is unprivileged and runs it as itself.
+            spawn_user = NOBODY if os.geteuid() == 0 else None
+            workdir, prefix = _BWRAP_WORKDIR, _bwrap_argv(python, in_dir, limits)
             spec_in = _IN_DIR
         else:
             workdir = os.path.join(host_dir, "work")

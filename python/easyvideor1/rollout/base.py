@@ -20,7 +20,7 @@ from easyvideor1.models.inputs import ImageInput, PromptBuilder, PromptInputs, V
 
 __all__ = [
     "Completion", "EngineAsleepError", "ImageInput", "RolloutEngine", "RolloutError", "RolloutRequest",
-    "RolloutResult", "SamplingConfig", "VideoInput", "vision_token_ids",
+    "RolloutResult", "SamplingConfig", "VideoInput", "check_requests", "vision_token_ids",
 ]
 
 # Placeholders only the processor may place; a generated one would break the next forward
@@ -130,6 +130,17 @@ def vision_token_ids(tokenizer: Any) -> list[int]:
         if token_id is not None and token_id != getattr(tokenizer, "unk_token_id", None):
             ids.append(int(token_id))
     return sorted(set(ids))
+
+
+def check_requests(requests: Sequence[RolloutRequest], sampling: SamplingConfig) -> None:
+    """Refuse what no engine can do sensibly, before any work starts."""
+    ids = [r.request_id for r in requests]
+    if len(set(ids)) != len(ids):
+        raise RolloutError(f"duplicate request ids in one call: {sorted({i for i in ids if ids.count(i) > 1})}")
+    for request in requests:
+        if sampling.greedy and request.n > 1:
+            raise RolloutError(f"request {request.request_id!r}: greedy sampling (temperature 0) would give "
+                               f"{request.n} identical responses; use n=1 or temperature > 0")
 
 
 class RolloutEngine(abc.ABC):

@@ -24,6 +24,7 @@ from easyvideor1.rollout.base import (
     RolloutRequest,
     RolloutResult,
     SamplingConfig,
+    check_requests,
     vision_token_ids,
 )
 from easyvideor1.rollout.weights import load_weights
@@ -61,6 +62,7 @@ class HFEngine(RolloutEngine):
     def generate(self, requests: Sequence[RolloutRequest], sampling: SamplingConfig) -> list[RolloutResult]:
         if self._asleep:
             raise EngineAsleepError("the HF engine is asleep: call wake_up() before generate()")
+        check_requests(requests, sampling)
         results = []
         for index, request in enumerate(requests):
             inputs = self.build_inputs(request)

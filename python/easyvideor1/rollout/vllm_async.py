@@ -25,6 +25,7 @@ from easyvideor1.rollout.base import (
     RolloutRequest,
     RolloutResult,
     SamplingConfig,
+    check_requests,
     vision_token_ids,
 )
 from easyvideor1.rollout.vllm_common import (
@@ -81,13 +82,15 @@ class AsyncVLLMEngine:
         if final is None or not final.finished:
             raise RolloutError(f"vLLM returned no final output for request {request.request_id!r}")
         # Read at completion: a request queued during an update runs on the new weights.
-        return result_of(request, inputs, final, self.policy_version, verify=self.verify_prompts)
+        return result_of(request, inputs, final, self.policy_version, tokenizer=self.builder.tokenizer,
+                         verify=self.verify_prompts)
 
     async def generate_stream(self, requests: Sequence[RolloutRequest],
                               sampling: SamplingConfig) -> AsyncIterator[RolloutResult]:
         """Results in completion order (match them by ``request_id``)."""
         if self._asleep:
             raise EngineAsleepError("the vLLM engine is asleep: call wake_up() before generating")
+        check_requests(requests, sampling)
         tasks = [asyncio.ensure_future(self._one(r, sampling, k)) for k, r in enumerate(requests)]
         try:
             for next_done in asyncio.as_completed(tasks):
@@ -100,6 +103,7 @@ class AsyncVLLMEngine:
         """All results, in request order."""
         if self._asleep:
             raise EngineAsleepError("the vLLM engine is asleep: call wake_up() before generating")
+        check_requests(requests, sampling)
         return list(await asyncio.gather(*(self._one(r, sampling, k) for k, r in enumerate(requests))))
 
     async def update_weights(self, weights: Mapping[str, Any] | str | Path, version: int) -> None:

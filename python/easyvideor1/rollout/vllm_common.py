@@ -95,6 +95,8 @@ def sampling_params(sampling: SamplingConfig, *, n: int, forbidden_ids: Sequence
         "seed": seed,
         "logprobs": 0,  # the sampled token's log-prob only
         "stop_token_ids": list(sampling.stop_token_ids) or None,
+        # Text is decoded once per response by the caller, identically for every engine.
+        "detokenize": False,
     }
     if sampling.forbid_vision_tokens and forbidden_ids:
         kwargs["logit_bias"] = {int(t): FORBID_BIAS for t in forbidden_ids}
@@ -109,20 +111,21 @@ def request_seed(sampling: SamplingConfig, index: int) -> int | None:
     return None if sampling.seed is None else (sampling.seed + index * SEED_STRIDE) % 2**63
 
 
-def completions_of(output: Any) -> list[Completion]:
+def completions_of(output: Any, tokenizer: Any) -> list[Completion]:
     completions = []
     for sample in sorted(output.outputs, key=lambda o: o.index):
         token_ids = [int(t) for t in sample.token_ids]
         logprobs = None
         if sample.logprobs is not None:
             logprobs = [float(step[token].logprob) for step, token in zip(sample.logprobs, token_ids)]
-        completions.append(Completion(token_ids=token_ids, text=sample.text, logprobs=logprobs,
+        text = tokenizer.decode(token_ids, skip_special_tokens=True)
+        completions.append(Completion(token_ids=token_ids, text=text, logprobs=logprobs,
                                       finish_reason=str(sample.finish_reason)))
     return completions
 
 
 def result_of(request: RolloutRequest, inputs: PromptInputs | None, output: Any, version: int, *,
-              verify: bool) -> RolloutResult:
+              tokenizer: Any, verify: bool) -> RolloutResult:
     prompt_ids = [int(t) for t in output.prompt_token_ids]
     if verify and inputs is not None and prompt_ids != inputs.prompt_ids:
         first = next((i for i, (a, b) in enumerate(zip(prompt_ids, inputs.prompt_ids)) if a != b),
@@ -133,6 +136,6 @@ def result_of(request: RolloutRequest, inputs: PromptInputs | None, output: Any,
             "processed differently (check do_sample_frames/do_resize and the video metadata)"
         )
     return RolloutResult(
-        request_id=request.request_id, prompt_token_ids=prompt_ids, completions=completions_of(output),
+        request_id=request.request_id, prompt_token_ids=prompt_ids, completions=completions_of(output, tokenizer),
         policy_version=version, num_visual_tokens=0 if inputs is None else inputs.num_visual_tokens, prompt=inputs,
     )

@@ -27,6 +27,7 @@ from easyvideor1.rollout.base import (
     RolloutRequest,
     RolloutResult,
     SamplingConfig,
+    check_requests,
     vision_token_ids,
 )
 from easyvideor1.rollout.vllm_common import (
@@ -70,6 +71,7 @@ class VLLMEngine(RolloutEngine):
             raise EngineAsleepError("the vLLM engine is asleep: call wake_up() before generate()")
         if not requests:
             return []
+        check_requests(requests, sampling)
         inputs = [self.build_inputs(r) for r in requests]
         prompts = [vllm_prompt(r, i) for r, i in zip(requests, inputs)]
         params = [sampling_params(sampling, n=r.n, forbidden_ids=self._forbidden, seed=request_seed(sampling, k))
@@ -79,7 +81,7 @@ class VLLMEngine(RolloutEngine):
         except (ValueError, RuntimeError) as exc:
             ids = [r.request_id for r in requests]
             raise RolloutError(f"vLLM failed on requests {ids[:8]}{'...' if len(ids) > 8 else ''}: {exc}") from exc
-        return [result_of(r, i, o, self.policy_version, verify=self.verify_prompts)
+        return [result_of(r, i, o, self.policy_version, tokenizer=self.tokenizer, verify=self.verify_prompts)
                 for r, i, o in zip(requests, inputs, outputs)]
 
     def update_weights(self, weights: Mapping[str, Any] | str | Path, version: int, *,

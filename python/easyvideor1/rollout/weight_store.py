@@ -125,7 +125,7 @@ class _LocalObjects(_Objects):
 class _S3Objects(_Objects):
     def __init__(self, bucket: str, prefix: str, *, endpoint: str | None = None, access_key: str | None = None,
                  secret_key: str | None = None, secure: bool | str | None = None, region: str | None = None,
-                 timeout: float | str = 60.0, retries: int | str = 2):
+                 timeout: float | str = 60.0, retries: int | str = 2, part_size: int | str = PART_SIZE):
         import urllib3
         from minio import Minio
 
@@ -152,6 +152,7 @@ class _S3Objects(_Objects):
         self._client = Minio(parts.netloc, access_key=access_key, secret_key=secret_key, secure=secure,
                              region=region or os.environ.get("AWS_REGION"), http_client=http)
         self._bucket_ready = False
+        self.part_size = max(5 << 20, int(part_size))  # S3's minimum for every part but the last
 
     def _name(self, name: str) -> str:
         return f"{self.prefix}/{name}" if self.prefix else name
@@ -174,7 +175,7 @@ class _S3Objects(_Objects):
         try:
             with self._errors(f"uploading {name}"):
                 self._ensure_bucket()
-                self._client.fput_object(self.bucket, self._name(name), str(temp), part_size=PART_SIZE)
+                self._client.fput_object(self.bucket, self._name(name), str(temp), part_size=self.part_size)
         finally:
             temp.unlink(missing_ok=True)
 

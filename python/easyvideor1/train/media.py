@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from easyvideor1.cache import FrameLoader, open_store
 from easyvideor1.config.schema import RunConfig
-from easyvideor1.data import Sample
 from easyvideor1.logging import event, get_logger
 from easyvideor1.models.families import ModelFamily
 from easyvideor1.video.metadata import ImageParams, VideoParams
@@ -24,7 +21,7 @@ def frame_params(cfg: RunConfig, family: ModelFamily) -> tuple[VideoParams, Imag
     return video, image
 
 
-def build_frame_loader(cfg: RunConfig, family: ModelFamily, samples: Sequence[Sample] = ()) -> FrameLoader:
+def build_frame_loader(cfg: RunConfig, family: ModelFamily) -> FrameLoader:
     """A loader over the configured store; builds missing entries first when asked to.
 
     Without a store every video is decoded on the fly (counted by the loader).

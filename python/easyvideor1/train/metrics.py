@@ -52,7 +52,7 @@ class MetricsLogger:
         if self._wandb is not None:
             self._wandb.log(clean, step=step)
         if "console" in self.sinks:
-            shown = [f"{k.split('/')[-1] if k.count('/') else k}={clean[k]:.4g}" for k in CONSOLE_KEYS if k in clean]
+            shown = [f"{k}={clean[k]:.4g}" for k in CONSOLE_KEYS if k in clean]
             print(f"[step {step}] " + " ".join(shown), flush=True)
 
     def close(self) -> None:

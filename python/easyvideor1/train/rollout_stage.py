@@ -157,7 +157,7 @@ class RolloutStage:
 
     def _splice_offline(self, groups: Sequence[Group], n: int, mix: MixPolicyConfig) -> int:
         tokenizer = self.engine.tokenizer
-        eos = self.engine.eos_token_ids[0]
+        eos = tokenizer.eos_token_id  # the end-of-turn token generation stops at (<|im_end|> for Qwen)
 
         def encode(text: str) -> list[int]:
             return tokenizer.encode(text, add_special_tokens=False)

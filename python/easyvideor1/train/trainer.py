@@ -83,8 +83,27 @@ class ValidationReport:
     responses: list[dict[str, Any]]
 
 
+class EnginePolicySync:
+    """Embedded mode: push each new policy straight into the in-process rollout engine."""
+
+    def __init__(self, engine: RolloutEngine):
+        self.engine = engine
+
+    def push(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
+        self.engine.update_weights(state_dict, version=version)
+
+    def close(self) -> None:
+        self.engine.close()
+
+
 class RLTrainer:
-    def __init__(self, cfg: RunConfig, *, engine: RolloutEngine | None = None):
+    """The RL driver. Embedded mode owns a rollout engine; distributed mode (config
+    ``distributed.mode``) gets its rollout stage and policy sync from ``train/remote_stage.py``
+    (tasks over the work queue, weights through the object store) with the same interfaces."""
+
+    def __init__(self, cfg: RunConfig, *, engine: RolloutEngine | None = None, actor: Any = None):
+        """``actor`` replaces the in-process :class:`Actor` with any object of the same methods
+        (e.g. a group of FSDP ranks running as Ray actors, services/trainer)."""
         self.cfg = cfg
         self.world = init_world(cfg.trainer.device)
         seed_everything(cfg.trainer.seed + self.world.rank)
@@ -92,18 +111,31 @@ class RLTrainer:
         self.train_set = load_samples(cfg.data.train_files, media_root=cfg.data.media_root)
         self.val_set = load_samples(cfg.data.val_files, media_root=cfg.data.media_root) if cfg.data.val_files else []
         model_path = cfg.worker.actor.model_path
-        self.engine = engine or make_engine(cfg, model_path)
-        self.loader = build_frame_loader(cfg, self.engine.family, samples=self.train_set + self.val_set)
         self.rewards = open_reward_client(cfg.worker.reward.url, reward_config(cfg))
         renderer = PromptRenderer(cfg.data.prompt_template_dir)
-        self.stage = RolloutStage(self.engine, self.loader, renderer, self.rewards,
-                                  max_prompt_length=cfg.data.max_prompt_length,
-                                  max_response_length=cfg.data.max_response_length)
-        tokenizer = self.engine.tokenizer
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.engine.eos_token_ids[0]
-        self.actor = Actor(model_path, cfg.worker.actor, cfg.algorithm, self.world,
-                           total_steps=cfg.trainer.total_steps, pad_token_id=pad,
-                           max_response_length=cfg.data.max_response_length)
+        limits = {"max_prompt_length": cfg.data.max_prompt_length,
+                  "max_response_length": cfg.data.max_response_length}
+        if cfg.distributed.mode == "distributed":
+            from easyvideor1.models.inputs import PromptBuilder
+            from easyvideor1.train.remote_stage import build_remote_parts
+
+            self.engine = None
+            self.builder = PromptBuilder.from_pretrained(model_path)
+            self.loader = build_frame_loader(cfg, self.builder.family)
+            self.stage, self.policy_sync = build_remote_parts(cfg, self.builder, self.loader, renderer, **limits)
+        else:
+            self.engine = engine or make_engine(cfg, model_path)
+            self.builder = self.engine.builder
+            self.loader = build_frame_loader(cfg, self.engine.family)
+            self.stage = RolloutStage(self.engine, self.loader, renderer, self.rewards, **limits)
+            # An engine handed in by the caller stays the caller's to close.
+            self.policy_sync = EnginePolicySync(self.engine)
+            self._owns_engine = engine is None
+        tokenizer = self.builder.tokenizer
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.actor = actor or Actor(model_path, cfg.worker.actor, cfg.algorithm, self.world,
+                                    total_steps=cfg.trainer.total_steps, pad_token_id=pad,
+                                    max_response_length=cfg.data.max_response_length)
         self.sampler = ResumableSampler(len(self.train_set), cfg.data.rollout_batch_size, shuffle=cfg.data.shuffle,
                                         seed=cfg.data.seed)
         kl = cfg.algorithm.kl
@@ -236,7 +268,7 @@ class RLTrainer:
         update_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         state = self.actor.full_state_dict()
-        self.engine.update_weights(state, version=self.step + 1)
+        self.policy_sync.push(state, self.step + 1)
         sync_s = time.perf_counter() - t0
         self.step += 1
         if algo.kl.enable and algo.kl.adaptive:
@@ -358,16 +390,17 @@ class RLTrainer:
         set_rng_state(state["rng"])
         self.kl_ctrl.value = float(state.get("kl_coef", self.kl_ctrl.value))
         self.step = step
-        self.engine.update_weights(self.actor.full_state_dict(), version=step)
+        self.policy_sync.push(self.actor.full_state_dict(), step)
         event(log, "resumed", step=step, path=str(found))
 
     def export(self, out_dir: str | Path) -> Path:
-        return self.actor.export_hf(out_dir, self.engine.builder.processor)
+        return self.actor.export_hf(out_dir, self.builder.processor)
 
     def close(self) -> None:
         self.metrics.close()
         self.rewards.close()
-        self.engine.close()
+        if self.engine is None or self._owns_engine:
+            self.policy_sync.close()
 
 
 def _stack(rows: list[torch.Tensor | None], width: int) -> torch.Tensor:

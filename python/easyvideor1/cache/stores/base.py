@@ -164,7 +164,8 @@ class FrameStore(ABC):
 
 
 def open_store(url: str, *, create: bool = True, **options: Any) -> FrameStore:
-    """A store from a URL: ``file:///abs/dir`` or a plain path, or ``s3://bucket/prefix``.
+    """A store from a URL: ``file:///abs/dir`` or a plain path, ``s3://bucket/prefix``, or
+    ``http(s)://host:port`` (the frame-cache service, stores/http.py).
 
     S3 options come from keyword arguments, else the URL query (``?endpoint=...&secure=false``),
     else the environment (EVR1_S3_ENDPOINT, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY).

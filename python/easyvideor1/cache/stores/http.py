@@ -21,35 +21,55 @@ import os
 import threading
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
-
-import httpx
+from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from easyvideor1.cache.stores.base import FrameStore, StoreStats, check_key
 from easyvideor1.errors import StoreError
 
+try:
+    import httpx
+except ModuleNotFoundError:  # not a core dependency: it comes with the serve and rewards extras
+    httpx = None
+
 TOKEN_ENV = "EVR1_FRAME_CACHE_TOKEN"
+_CHUNK = 1 << 20
+_MAX_BLOB_BYTES = 1 << 36  # a larger announced size is not preallocated on trust
 _TRUE = {"1", "true", "yes", "on"}
+_QUERY_OPTIONS = {"timeout", "connect_timeout", "retries", "verify_tls"}
 
 
 class HttpFrameStore(FrameStore):
-    def __init__(self, url: str, *, timeout: float | str = 30.0, connect_timeout: float | str = 3.0,
-                 retries: int | str = 1, token: str | None = None, verify_tls: bool | str = True):
+    def __init__(self, url: str, **options: Any):
+        """Options (keyword arguments, else the URL query: ``http://fc:8001?timeout=10``):
+        ``timeout`` (30 s), ``connect_timeout`` (3 s), ``retries`` (1, connection failures
+        only), ``verify_tls`` (true), ``token`` (keyword or $EVR1_FRAME_CACHE_TOKEN only:
+        a secret never belongs in a URL)."""
         super().__init__()
+        if httpx is None:
+            raise StoreError(f"frame-cache service {url}: the http:// store needs httpx "
+                             "(pip install 'easyvideor1[serve]' or httpx)")
         parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.fragment:
             raise StoreError(f"invalid frame-cache service URL {url!r} (expected http(s)://host:port)")
-        if parts.query or parts.fragment:
-            raise StoreError(f"frame-cache service URL {url!r}: give options as keyword arguments, not a query")
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        unknown = sorted(set(query) - _QUERY_OPTIONS) + sorted(set(options) - _QUERY_OPTIONS - {"token"})
+        if unknown:
+            raise StoreError(f"frame-cache service URL {url!r}: unknown option(s) {unknown}; "
+                             f"known: {sorted(_QUERY_OPTIONS | {'token'})}")
+        merged = {**query, **options}
         self.url = urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
-        token = token or os.environ.get(TOKEN_ENV) or None
+        token = merged.get("token") or os.environ.get(TOKEN_ENV) or None
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        verify = verify_tls if isinstance(verify_tls, bool) else str(verify_tls).lower() in _TRUE
-        self._client = httpx.Client(
-            base_url=self.url, headers=headers, verify=verify, follow_redirects=False,
-            timeout=httpx.Timeout(float(timeout), connect=float(connect_timeout)),
-            transport=httpx.HTTPTransport(retries=int(retries), verify=verify),
-        )
+        verify = merged.get("verify_tls", True)
+        verify = verify if isinstance(verify, bool) else str(verify).lower() in _TRUE
+        try:
+            timeout = httpx.Timeout(float(merged.get("timeout", 30.0)),
+                                    connect=float(merged.get("connect_timeout", 3.0)))
+            retries = int(merged.get("retries", 1))
+        except (TypeError, ValueError) as exc:
+            raise StoreError(f"frame-cache service URL {url!r}: bad option value ({exc})") from None
+        self._client = httpx.Client(base_url=self.url, headers=headers, verify=verify, follow_redirects=False,
+                                    timeout=timeout, transport=httpx.HTTPTransport(retries=retries, verify=verify))
         self._closed = threading.Event()
 
     # ------------------------------------------------------------------ helpers
@@ -75,17 +95,43 @@ class HttpFrameStore(FrameStore):
 
     # ------------------------------------------------------------------ FrameStore
     def get(self, key: str) -> bytes | None:
+        data = self.get_buffer(key)
+        return None if data is None else bytes(data)
+
+    def get_buffer(self, key: str) -> bytearray | None:
+        """The blob streamed into one preallocated buffer (no list of chunks to join)."""
         path = f"/v1/blobs/{check_key(key)}"
-        response = self._request("GET", path, f"GET {path}")
-        if response.status_code == 404:
-            return None
-        if response.status_code != 200:
-            raise self._fail(response, f"GET {path}")
-        declared = response.headers.get("content-length")
-        if declared is not None and int(declared) != len(response.content):  # a proxy may drop the check
-            raise StoreError(f"frame-cache service {self.url}: GET {path} returned {len(response.content)} of "
-                             f"{declared} bytes")
-        return response.content
+        if self._closed.is_set():
+            raise StoreError(f"frame-cache service {self.url}: the store was closed")
+        try:
+            with self._client.stream("GET", path) as response:
+                if response.status_code == 404:
+                    return None
+                if response.status_code != 200:
+                    response.read()
+                    raise self._fail(response, f"GET {path}")
+                declared = response.headers.get("content-length")
+                encoded = "content-encoding" in response.headers  # a proxy compressed it: size unknown
+                if declared is None or encoded or not declared.isdigit() or int(declared) > _MAX_BLOB_BYTES:
+                    buffer = bytearray()
+                    for chunk in response.iter_bytes(_CHUNK):
+                        buffer += chunk
+                    return buffer
+                buffer, filled = bytearray(int(declared)), 0
+                for chunk in response.iter_bytes(_CHUNK):
+                    if filled + len(chunk) > len(buffer):
+                        raise StoreError(f"frame-cache service {self.url}: GET {path} sent more than the "
+                                         f"{declared} bytes it announced")
+                    buffer[filled:filled + len(chunk)] = chunk
+                    filled += len(chunk)
+        except httpx.TimeoutException as exc:
+            raise StoreError(f"frame-cache service {self.url}: GET {path} timed out ({type(exc).__name__})") from None
+        except httpx.HTTPError as exc:  # refused, reset, a body shorter than its Content-Length
+            raise StoreError(f"frame-cache service {self.url}: GET {path} failed: {type(exc).__name__}: {exc}"
+                             ) from None
+        if filled != len(buffer):
+            raise StoreError(f"frame-cache service {self.url}: GET {path} returned {filled} of {declared} bytes")
+        return buffer
 
     def exists(self, key: str) -> bool:
         path = f"/v1/blobs/{check_key(key)}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,8 @@ ADAPTER_MODULES = (
 )
 VIDEO_EXTENSIONS = (".mp4", ".mkv", ".webm", ".avi", ".mov", ".m4v")
 LETTERS = "ABCDEFGHIJ"
+# A ground-truth letter: "B", "(B)", "B.", "B) text", "B: text".
+_ANSWER_LABEL = re.compile(r"^[\(\[]?([A-Ja-j])(?:[\)\]]|\s*[.:：)]|$)")
 
 _REGISTRY: dict[str, type[Benchmark]] = {}
 _LOADED = False
@@ -54,11 +57,11 @@ def benchmark_names() -> list[str]:
 
 
 def get_benchmark(name: str) -> Benchmark:
-    """A fresh adapter by registered name (case, ``-`` and ``_`` insensitive)."""
+    """A fresh adapter by registered name (case and punctuation insensitive)."""
     _ensure_loaded()
-    key = name.strip().lower().replace("-", "_")
+    key = re.sub(r"[^0-9a-z]", "", name.lower())  # "Video-MME-v2" == "videomme_v2"
     for registered, cls in _REGISTRY.items():
-        if registered.replace("-", "_") == key:
+        if re.sub(r"[^0-9a-z]", "", registered) == key:
             return cls()
     raise EvalError(f"unknown benchmark {name!r}; known: {', '.join(sorted(_REGISTRY))}")
 
@@ -77,6 +80,10 @@ class Benchmark:
     video_defaults: dict[str, Any] = {}
     needs_judge: bool = False
     annotation: str = ""  # the files this adapter reads, for docs and error messages
+
+    def __init__(self) -> None:
+        # What loading had to say that the report must show (skipped unlabelled rows, ...).
+        self.load_notes: list[str] = []
 
     def load(self, root: Path) -> list[EvalItem]:
         raise EvalError(f"benchmark {self.name!r} does not define how to load its annotations")
@@ -132,13 +139,18 @@ def find_files(root: Path, patterns: Sequence[str], what: str) -> list[Path]:
     return found
 
 
-def read_records(path: Path) -> Iterator[tuple[str, Any]]:
+def read_records(path: Path) -> list[tuple[str, Any]]:
     """``(where, row)`` for every row of a JSON list, a JSON object or a JSONL file.
 
     ``where`` is ``line N`` for JSONL, ``row N`` for a JSON list and ``key K`` for a JSON
     object of rows (the key is also put in the row as ``__key__``). Parquet exports are
-    read as JSON/JSONL (``df.to_json(orient="records", lines=True)``).
+    read as JSON/JSONL (``df.to_json(orient="records", lines=True)``). The whole file is
+    parsed first, so a syntax error is reported before any row is checked.
     """
+    return list(_iter_records(path))
+
+
+def _iter_records(path: Path) -> Iterator[tuple[str, Any]]:
     text = _read_text(path)
     stripped = text.lstrip()
     if path.suffix == ".jsonl" or not stripped.startswith(("[", "{")) or _looks_like_jsonl(stripped):
@@ -292,11 +304,70 @@ def answer_letter(answer: Any, options: Sequence[str], path: Path, where: str, n
         raise AnnotationError(str(path), where, name, f"index {answer} is outside the {len(options)} options")
     if isinstance(answer, str):
         text = answer.strip()
-        head = text.strip("()[] ").split(".", 1)[0].split(")", 1)[0].strip()
-        if len(head) == 1 and head.upper() in letters:
-            return head.upper()
+        match = _ANSWER_LABEL.match(text)
+        if match and match.group(1).upper() in letters:
+            return match.group(1).upper()
         bare = [o.split(".", 1)[1].strip() if "." in o else o for o in options]
         for letter, option_text in zip(letters, bare):
             if text.lower() == option_text.lower():
                 return letter
     raise AnnotationError(str(path), where, name, f"{_short(answer)} names none of the options {''.join(letters)}")
+
+
+_OPTION_LINE = re.compile(r"^\s*\(?([A-J])\s*[\).:：]\s*(.*)$")
+
+
+def split_embedded_options(text: str, path: Path, where: str, name: str = "question") -> tuple[str, tuple[str, ...]]:
+    """``"Q?\\n(A) x\\n(B) y"`` (or ``A. x`` / ``A: x`` lines) -> ``("Q?", ("A. x", "B. y"))``.
+
+    Lines after an option that are not options themselves continue that option.
+    """
+    question: list[str] = []
+    options: list[list[str]] = []
+    letters: list[str] = []
+    for line in text.splitlines():
+        match = _OPTION_LINE.match(line)
+        if match and (not letters and match.group(1) == "A" or letters and
+                      match.group(1) == LETTERS[len(letters)]):
+            letters.append(match.group(1))
+            options.append([match.group(2).strip()])
+        elif options:
+            options[-1].append(line.strip())
+        else:
+            question.append(line)
+    if len(options) < 2:
+        raise AnnotationError(str(path), where, name, "expected the question followed by at least two option lines "
+                                                      "('A. ...' or '(A) ...')")
+    return "\n".join(question).strip(), tuple(f"{letter}. {' '.join(p for p in parts if p)}"
+                                               for letter, parts in zip(letters, options))
+
+
+class VideoIndex:
+    """Finds videos by file name anywhere below a folder (benchmarks that nest them by source)."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self._by_name: dict[str, str] | None = None
+
+    def find(self, name: str) -> str:
+        direct = self.root / name
+        if direct.is_file():
+            return str(direct)
+        if self._by_name is None:
+            self._by_name = {}
+            if self.root.is_dir():
+                for path in sorted(self.root.rglob("*")):
+                    if path.is_file():
+                        self._by_name.setdefault(path.name, str(path))
+                        self._by_name.setdefault(path.stem, str(path))
+        found = self._by_name.get(Path(name).name) or self._by_name.get(Path(name).stem)
+        return found or str(direct)
+
+
+def require_answer(row: dict[str, Any], names: Sequence[str], path: Path, where: str) -> Any:
+    """The ground-truth value; a missing or ``null`` answer is an annotation error."""
+    for name in names:
+        value = row.get(name)
+        if value is not None and value != "":
+            return value
+    raise AnnotationError(str(path), where, names[0], "missing ground-truth answer")

@@ -34,6 +34,9 @@ INSTRUCTIONS = {
     "ocr": "Answer with the text only.",
     "temporal grounding": "Give the start and end of that moment in seconds as [start, end].",
     "open-ended": "Answer concisely.",
+    "spatial grounding": "Give the box as [x1, y1, x2, y2] in pixels.",
+    "tracking": 'Give the boxes as {"<seconds>": [x1, y1, x2, y2], ...}.',
+    "spatial-temporal grounding": 'Answer as {"time": [start, end], "boxes": {"<seconds>": [x1, y1, x2, y2], ...}}.',
 }
 
 
@@ -54,6 +57,9 @@ class ScoringContext:
 
 
 def media_prefix(item: EvalItem) -> str:
+    """Placeholders for the item's media, unless its question already places them."""
+    if item.meta.get("has_placeholders"):
+        return ""
     return "<image>\n" * len(item.images) + "<video>\n" * len(item.videos)
 
 
@@ -265,7 +271,7 @@ def summarize(bench: Any, records: list[dict[str, Any]], ctx: ScoringContext) ->
         "scoring": dict(Counter(r.get("scoring") for r in records if r.get("status") == "ok")),
         "metrics": mean_metrics(records),
         "categories": by_category(records, bench.category_fields),
-        "notes": [],
+        "notes": list(getattr(bench, "load_notes", [])),
     }
     if bench.needs_judge and not ctx.judge:
         summary["notes"].append("no LLM judge configured: open-ended items were scored by the rule-based "

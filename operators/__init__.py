@@ -1,0 +1,1 @@
+"""Kubernetes operators of easyvideor1 (kopf). Run: ``kopf run -m operators.videorljob.handlers``."""

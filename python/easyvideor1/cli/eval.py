@@ -1,0 +1,131 @@
+"""``evr1 eval``: evaluate a model on benchmarks; ``evr1 eval compare A B``: deltas of two runs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from easyvideor1.errors import ConfigError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    ev = subparsers.add_parser(
+        "eval", help="evaluate a model on video benchmarks (async pipeline over the frame cache)",
+        description="Evaluate a model: evr1 eval --model DIR --benchmarks a,b --data-root ROOT. "
+                    "Compare two runs: evr1 eval compare RUN_A RUN_B. List adapters: evr1 eval list.")
+    ev.add_argument("--model", help="model directory (Hugging Face layout)")
+    ev.add_argument("--benchmarks", help="comma-separated names; NAME=PATH gives a benchmark its own folder/file")
+    ev.add_argument("--data-root", help="folder holding one sub-folder per benchmark, named as the benchmark")
+    ev.add_argument("--out", help="output folder (default: eval_runs/<model>-<time>; required with --resume)")
+    ev.add_argument("--store", help="frame store URL (path, file://, s3://); misses decode on the fly")
+    ev.add_argument("--write-back", action="store_true", help="store frames decoded on a miss")
+    ev.add_argument("--max-in-flight", type=int, default=16, help="requests kept in the engine (default 16)")
+    ev.add_argument("--io-workers", type=int, default=4, help="frame-loading threads (default 4)")
+    ev.add_argument("--limit", type=int, help="first N items of each benchmark")
+    ev.add_argument("--resume", action="store_true", help="continue the run in --out, skipping finished ids")
+    frames = ev.add_argument_group("frames (default: each benchmark's protocol settings)")
+    frames.add_argument("--fps", type=float)
+    frames.add_argument("--min-frames", type=int)
+    frames.add_argument("--max-frames", type=int)
+    frames.add_argument("--min-pixels", type=int, help="per-frame pixel budget, lower bound")
+    frames.add_argument("--max-pixels", type=int, help="per-frame pixel budget, upper bound")
+    frames.add_argument("--image-min-pixels", type=int)
+    frames.add_argument("--image-max-pixels", type=int)
+    gen = ev.add_argument_group("generation")
+    gen.add_argument("--max-tokens", type=int, default=512)
+    gen.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    gen.add_argument("--top-p", type=float, default=1.0)
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--prompt-style", choices=("direct", "reasoning"), default="direct",
+                     help="direct: question + one answer instruction; reasoning: the training templates "
+                          "(<think> then <answer>)")
+    gen.add_argument("--timeout", type=float, default=600.0, help="seconds per request before it counts as failed")
+    gen.add_argument("--max-model-len", type=int, default=32768)
+    gen.add_argument("--engine-arg", action="append", default=[], metavar="KEY=VALUE",
+                     help="extra vLLM engine argument (VALUE parsed as JSON when it can be)")
+    judge = ev.add_argument_group("LLM judge for open-ended items (any OpenAI-compatible endpoint)")
+    judge.add_argument("--judge-url", help="base URL, e.g. http://host:8000/v1")
+    judge.add_argument("--judge-model", default="judge")
+    judge.add_argument("--judge-api-key-env", default="EVR1_JUDGE_API_KEY", help="env var holding the API key")
+    ev.add_argument("--no-progress", action="store_true")
+    ev.set_defaults(func=_run)
+    sub = ev.add_subparsers(dest="eval_command", metavar="SUBCOMMAND")
+    compare = sub.add_parser("compare", help="per-benchmark and per-category deltas of two runs (B - A)")
+    compare.add_argument("run_a", help="run folder (or its report.json): the baseline")
+    compare.add_argument("run_b", help="run folder (or its report.json): e.g. after RL")
+    compare.add_argument("--output", help="also write the table to this file")
+    compare.add_argument("--json", action="store_true", help="print rows as JSON")
+    compare.set_defaults(func=_compare)
+    listing = sub.add_parser("list", help="list benchmark adapters and the files they read")
+    listing.set_defaults(func=_list)
+
+
+def _engine_args(pairs: list[str], max_model_len: int) -> dict:
+    out: dict = {"max_model_len": max_model_len}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--engine-arg expects KEY=VALUE, got {pair!r}")
+        try:
+            out[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key.strip()] = value
+    return out
+
+
+def _run(args: argparse.Namespace) -> int:
+    from easyvideor1.eval.runner import EvalConfig, parse_benchmarks, run_eval
+    from easyvideor1.rollout.base import SamplingConfig
+
+    if not args.model or not args.benchmarks:
+        raise ConfigError("evr1 eval needs --model and --benchmarks (see evr1 eval --help)")
+    if args.resume and not args.out:
+        raise ConfigError("--resume needs --out (the folder of the run to continue)")
+    out = Path(args.out) if args.out else Path("eval_runs") / f"{Path(args.model).name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    judge = None
+    if args.judge_url:
+        judge = {"base_url": args.judge_url, "model": args.judge_model, "api_key_env": args.judge_api_key_env}
+    config = EvalConfig(
+        model=args.model, benchmarks=parse_benchmarks(args.benchmarks, args.data_root), out_dir=out,
+        store=args.store, write_back=args.write_back, max_in_flight=args.max_in_flight, io_workers=args.io_workers,
+        limit=args.limit, resume=args.resume,
+        video={"fps": args.fps, "min_frames": args.min_frames, "max_frames": args.max_frames,
+               "min_pixels": args.min_pixels, "max_pixels": args.max_pixels},
+        image={"min_pixels": args.image_min_pixels, "max_pixels": args.image_max_pixels},
+        sampling=SamplingConfig(max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
+                                seed=args.seed),
+        prompt_style=args.prompt_style, request_timeout_s=args.timeout, judge=judge,
+        engine_kwargs=_engine_args(args.engine_arg, args.max_model_len), progress=not args.no_progress,
+    )
+    result = run_eval(config)
+    for name, summary in result["summaries"].items():
+        metrics = ", ".join(f"{m}={100 * v['value']:.2f} ({v['kind']})" for m, v in summary["metrics"].items())
+        print(f"{name}: {metrics}; {summary['n']} items, {summary['n_failed']} failed")
+    print(f"report: {result['paths']['markdown']}  plot: {result['paths']['plot']}  json: {result['paths']['json']}")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from easyvideor1.eval.report import compare_markdown, compare_rows, load_report
+
+    if args.json:
+        print(json.dumps(compare_rows(load_report(args.run_a), load_report(args.run_b)), indent=1))
+        return 0
+    text = compare_markdown(args.run_a, args.run_b)
+    if args.output:
+        Path(args.output).write_text(text)
+    sys.stdout.write(text)
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    from easyvideor1.eval.benchmarks.base import benchmark_names, get_benchmark
+
+    for name in benchmark_names():
+        bench = get_benchmark(name)
+        judge = " [LLM judge for open-ended items]" if bench.needs_judge else ""
+        print(f"{name:18s} {bench.title}: {bench.annotation}{judge}")
+    return 0

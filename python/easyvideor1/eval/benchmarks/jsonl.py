@@ -1,0 +1,59 @@
+"""Any data file in the project's training format (docs/data-format.md), scored by the rewards.
+
+``--benchmarks jsonl=PATH`` with PATH a ``.jsonl``/``.json`` file or a folder of them. Rows
+are validated by :func:`easyvideor1.data.load_samples` (bad rows: one error listing file,
+line and field of each). Every row is scored by the reward of its ``problem_type``, exactly
+as in training; grounding and tracking types report IoU, regression MRA, open-ended text
+similarity (or the judge), all others accuracy, each kind separately. The prompt keeps the
+row's own ``<video>``/``<image>`` placement.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from easyvideor1.data import Sample, load_samples
+from easyvideor1.eval.benchmarks.base import Benchmark, letter_options, register
+from easyvideor1.eval.types import AnnotationError, EvalItem
+from easyvideor1.rewards import UnknownProblemType, canonical_problem_type
+
+
+def item_from_sample(bench: str, sample: Sample, categories: dict) -> EvalItem:
+    where = sample.source or sample.problem_id
+    try:
+        problem_type = canonical_problem_type(sample.problem_type)
+    except UnknownProblemType as exc:
+        raise AnnotationError(where, None, "problem_type", str(exc)) from None
+    options = letter_options(list(sample.options), Path(where), "", "options") if sample.options else None
+    meta = {"has_placeholders": True}
+    if problem_type == "open-ended":
+        meta["open"] = "generation"
+    return EvalItem(benchmark=bench, id=sample.problem_id, question=sample.problem, answer=sample.answer,
+                    problem_type=problem_type, videos=sample.videos, images=sample.images, options=options,
+                    categories=categories, meta=meta, source=where)
+
+
+def data_files(root: Path) -> list[Path]:
+    if root.is_file():
+        return [root]
+    files = sorted(p for p in root.glob("*.json*") if p.suffix in (".json", ".jsonl") and p.is_file())
+    if not files:
+        raise AnnotationError(str(root), None, None, "no .jsonl or .json data files")
+    return files
+
+
+@register
+class JSONLBenchmark(Benchmark):
+    name = "jsonl"
+    title = "Training-format JSONL"
+    category_fields = ("problem_type", "file", "data_type")
+    annotation = "a .jsonl/.json file (or folder of them) in the training data format"
+
+    def load(self, root: Path) -> list[EvalItem]:
+        items = []
+        for path in data_files(root):
+            for sample in load_samples(path, check_media=False):
+                items.append(item_from_sample(self.name, sample, {
+                    "problem_type": canonical_problem_type(sample.problem_type), "file": path.name,
+                    "data_type": sample.data_type}))
+        return items

@@ -1,0 +1,364 @@
+"""Distributed mode's rollout stage and policy sync: tasks over the work queue, weights via the store.
+
+``build_remote_parts(cfg, ...) -> (stage, policy_sync)`` is what ``RLTrainer`` uses when
+``distributed.mode == "distributed"``. ``stage.run`` puts one task per sample (wire.py format)
+for the rollout pool (rollout/worker.py), rebuilds every prompt locally with the trainer's
+own builder and frame loader while the workers generate, and collects the scored groups:
+
+* a result whose prompt token ids differ from the local ones is filtered (counted, logged);
+* a result made by a policy more than ``distributed.staleness`` versions old (or by another
+  run) is discarded, counted, and its task put again (at most ``max_requeues`` times);
+* a dead-lettered task is reported as a filtered sample with the queue's reason;
+* missing results after ``result_timeout_s`` raise :class:`RemoteRolloutTimeout` naming them;
+* an unreachable queue is waited out for ``queue_patience_s``; once it answers, the tasks it
+  lost are re-put (``queue.recover``) and the newest weight version is announced again.
+  Otherwise :class:`QueueOutageError` says so; ``stage.recover()`` is the same recovery by hand.
+
+Each run has an identity (train/remote_run.py): its task-id prefix, version board and prefix in
+the weights store. URLs left unset come from ``evr1 up``'s cluster.json.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from easyvideor1.algos.mix_policy import MixPolicyConfig
+from easyvideor1.cache import FrameLoader, open_store
+from easyvideor1.config.schema import RunConfig
+from easyvideor1.data import Sample
+from easyvideor1.errors import ConfigError, EasyVideoR1Error
+from easyvideor1.logging import event, get_logger
+from easyvideor1.models.inputs import ImageInput, PromptBuilder, PromptInputs, VideoInput
+from easyvideor1.prompts.renderer import PromptRenderer
+from easyvideor1.queue import (
+    DuplicateTaskError,
+    QueueUnavailableError,
+    ResultTimeoutError,
+    TaskDeadLetteredError,
+    WorkQueue,
+    open_queue,
+    open_version_board,
+)
+from easyvideor1.rollout.base import SamplingConfig
+from easyvideor1.rollout.weight_sync import WeightPublisher
+from easyvideor1.rollout.wire import WIRE_VERSION, WeightsRef, join_store, reward_from_dict, task_payload
+from easyvideor1.train.remote_run import RunIdentity, apply_cluster_defaults
+from easyvideor1.train.rollout_stage import Group, RoundResult, sample_fields
+
+log = get_logger(__name__)
+
+
+class RemoteRolloutError(EasyVideoR1Error):
+    """The rollout pool did not deliver a round."""
+
+
+class RemoteRolloutTimeout(RemoteRolloutError):
+    pass
+
+
+class QueueOutageError(RemoteRolloutError):
+    pass
+
+
+# ---- the stage ---------------------------------------------------------------------------------
+@dataclass
+class _Pending:
+    k: int
+    sample: Sample
+    uid: str
+    text: str
+    payload: dict[str, Any]
+    inputs: PromptInputs | None = None
+    requeues: int = 0
+
+
+class RemoteRolloutStage:
+    """``run`` has the signature and result of train/rollout_stage.py's ``RolloutStage.run``."""
+
+    def __init__(self, queue: WorkQueue, builder: PromptBuilder, loader: FrameLoader, renderer: PromptRenderer,
+                 identity: RunIdentity, *, max_prompt_length: int, max_response_length: int, staleness: int = 0,
+                 result_timeout_s: float = 1800.0, queue_patience_s: float = 120.0, max_requeues: int = 3,
+                 poll_s: float = 1.0, sweep_s: float = 10.0):
+        self.queue, self.builder, self.loader, self.renderer = queue, builder, loader, renderer
+        self.identity = identity
+        self.max_prompt_length, self.max_response_length = max_prompt_length, max_response_length
+        self.staleness, self.result_timeout_s, self.queue_patience_s = staleness, result_timeout_s, queue_patience_s
+        self.max_requeues, self.poll_s, self.sweep_s = max_requeues, poll_s, sweep_s
+        self.version = 0  # the trainer's current policy version (set by RemotePolicySync.push)
+        self.on_recover: list[Callable[[], None]] = []
+        self.totals: dict[str, float] = defaultdict(float)
+        self._outstanding: dict[str, _Pending] = {}
+
+    def task_id(self, uid: str, requeue: int = 0) -> str:
+        return f"{self.identity.run_id}/{uid}" + (f"~r{requeue}" if requeue else "")
+
+    def _weights(self) -> WeightsRef:
+        return WeightsRef(self.identity.board, self.identity.store_prefix, max(0, self.version - self.staleness))
+
+    def run(self, samples: Sequence[Sample], *, n: int, sampling: SamplingConfig, mix: MixPolicyConfig,
+            uid_prefix: str) -> RoundResult:
+        counters: dict[str, float] = defaultdict(float)
+        filtered: list[tuple[str, str]] = []
+        pending: dict[str, _Pending] = {}
+        for k, sample in enumerate(samples):
+            uid = f"{uid_prefix}-{k}-{sample.problem_id}"
+            try:
+                text = self.renderer.render(sample_fields(sample))
+            except EasyVideoR1Error as exc:
+                filtered.append((sample.problem_id, f"{type(exc).__name__}: {exc}"))
+                continue
+            payload = task_payload(sample=sample, uid=uid, prompt_text=text, n=n, sampling=sampling, mix=mix,
+                                   max_prompt_length=self.max_prompt_length,
+                                   max_response_length=self.max_response_length,
+                                   video_params=self.loader.video_params, image_params=self.loader.image_params,
+                                   weights=self._weights())
+            pending[self.task_id(uid)] = _Pending(k, sample, uid, text, payload)
+        self._outstanding = pending  # the same dict: what recover() re-puts
+        started = time.perf_counter()
+        for task_id, item in list(pending.items()):
+            self._put(task_id, item.payload, counters)
+        # Local prompts (identical tokens to the workers') are built while the pool generates.
+        for task_id, item in list(pending.items()):
+            try:
+                item.inputs = self._local_inputs(item)
+            except EasyVideoR1Error as exc:  # the worker will filter it too; its result is not needed
+                filtered.append((item.sample.problem_id, f"{type(exc).__name__}: {exc}"))
+                del pending[task_id]
+        frames_s = time.perf_counter() - started
+        groups: dict[int, Group] = {}
+        deadline = time.monotonic() + self.result_timeout_s
+        next_sweep = time.monotonic() + self.sweep_s
+        while pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self._timeout(pending)
+            if time.monotonic() >= next_sweep:  # a Redis restart can go unnoticed: redis-py reconnects
+                self._guarded(lambda: self._sweep(counters), counters)
+                next_sweep = time.monotonic() + self.sweep_s
+            results, dead = self._wait(list(pending), min(self.poll_s, remaining), counters)
+            for task_id, result in results.items():
+                if task_id in pending:
+                    self._accept(task_id, result, pending, groups, filtered, counters)
+            for task_id, reason in dead.items():
+                item = pending.pop(task_id)
+                counters["dead_lettered"] += 1
+                filtered.append((item.sample.problem_id, f"dead-lettered by the rollout pool: {reason}"))
+        for problem_id, reason in filtered:
+            event(log, "sample_filtered", problem_id=problem_id, reason=reason)
+        for key, value in counters.items():
+            self.totals[key] += value
+        timings = {"frames_s": frames_s, "rollout_s": time.perf_counter() - started - frames_s, "reward_s": 0.0}
+        timings.update({f"distributed/{k}": float(v) for k, v in counters.items() if k != "mix_groups"})
+        ordered = [groups[k] for k in sorted(groups)]
+        return RoundResult(ordered, filtered, timings, int(counters.get("mix_groups", 0)))
+
+    # ---- pieces of a round ----------------------------------------------------------------
+    def _local_inputs(self, item: _Pending) -> PromptInputs:
+        videos = [VideoInput(*self.loader.load_video(path)) for path in item.sample.videos]
+        images = [ImageInput(*self.loader.load_image(path)) for path in item.sample.images]
+        return self.builder.build(item.text, videos, images, sample_id=item.uid)
+
+    def _put(self, task_id: str, payload: dict[str, Any], counters: dict[str, float]) -> None:
+        while True:
+            try:
+                self.queue.put(task_id, payload)
+                return
+            except DuplicateTaskError as exc:  # a result from before a trainer restart is checked like any
+                counters["reused_results" if exc.state == "already resulted" else "already_queued"] += 1
+                return
+            except QueueUnavailableError as exc:
+                self._ride_out(exc, counters)
+
+    def _wait(self, ids: list[str], timeout: float, counters: dict[str, float]
+              ) -> tuple[dict[str, Any], dict[str, str]]:
+        try:
+            return self.queue.wait_results(ids, timeout), {}
+        except ResultTimeoutError as exc:
+            return exc.results, {}
+        except TaskDeadLetteredError as exc:
+            return exc.results, exc.dead
+        except QueueUnavailableError as exc:
+            self._ride_out(exc, counters)
+            return {}, {}
+
+    def _guarded(self, action: Callable[[], Any], counters: dict[str, float]) -> None:
+        try:
+            action()
+        except QueueUnavailableError as exc:
+            self._ride_out(exc, counters)
+
+    def _accept(self, task_id: str, result: dict[str, Any], pending: dict[str, _Pending], groups: dict[int, Group],
+                filtered: list[tuple[str, str]], counters: dict[str, float]) -> None:
+        item = pending.pop(task_id)
+        version, board = result.get("policy_version"), result.get("board")
+        ours = (result.get("v") == WIRE_VERSION and result.get("uid") == item.uid
+                and result.get("problem_id") == item.sample.problem_id and board == self.identity.board)
+        if not ours or not isinstance(version, int) or version > self.version \
+                or self.version - version > self.staleness:
+            counters["stale_discarded"] += 1
+            event(log, "rollout_result_discarded", logging.WARNING, task_id=task_id, version=version, board=board,
+                  trainer_version=self.version, staleness=self.staleness)
+            if item.requeues >= self.max_requeues:
+                filtered.append((item.sample.problem_id, f"results stayed older than the staleness bound "
+                                 f"{self.staleness} after {item.requeues} re-puts"))
+                return
+            item.requeues += 1
+            item.payload = dict(item.payload, weights=dataclasses.asdict(self._weights()))
+            new_id = self.task_id(item.uid, item.requeues)
+            pending[new_id] = item
+            self._put(new_id, item.payload, counters)
+            return
+        counters["redelivered"] += int(result.get("attempt", 1) > 1)
+        for key, value in (result.get("counters") or {}).items():
+            counters[f"worker_{key}"] += float(value)
+        if result.get("status") == "filtered":
+            filtered.append((item.sample.problem_id, str(result.get("reason"))))
+            return
+        assert item.inputs is not None
+        if list(result["prompt_ids"]) != list(item.inputs.prompt_ids):
+            counters["prompt_mismatch"] += 1
+            reason = (f"prompt token ids of the rollout worker ({len(result['prompt_ids'])} tokens) differ from the "
+                      f"trainer's ({len(item.inputs.prompt_ids)}): model, processor or frame settings disagree")
+            event(log, "prompt_mismatch", logging.WARNING, task_id=task_id, reason=reason)
+            filtered.append((item.sample.problem_id, reason))
+            return
+        counters["mix_groups"] += int(bool(result.get("mix_injected")))
+        groups[item.k] = Group(
+            sample=item.sample, uid=item.uid, prompt=item.inputs, responses=[list(r) for r in result["responses"]],
+            texts=list(result["texts"]), is_offline=list(result["is_offline"]),
+            finish_reasons=list(result["finish_reasons"]), rewards=[reward_from_dict(r) for r in result["rewards"]],
+            policy_version=version)
+
+    def _timeout(self, pending: dict[str, _Pending]) -> None:
+        ids = sorted(pending)
+        try:
+            stats = self.queue.stats()
+            state = f"queue: {stats.pending} queued, {stats.in_flight} leased"
+        except EasyVideoR1Error as exc:
+            state = f"queue stats unavailable: {exc}"
+        shown = ", ".join(ids[:20]) + (" ..." if len(ids) > 20 else "")
+        raise RemoteRolloutTimeout(
+            f"{len(ids)} rollout result(s) missing after {self.result_timeout_s:g}s "
+            f"(distributed.result_timeout_s) in namespace {self.queue.namespace!r}: {shown}; {state}. "
+            "Is a rollout pool consuming this namespace (`evr1 status`, `evr1 serve rollout`)?")
+
+    # ---- queue outages --------------------------------------------------------------------
+    def _ride_out(self, first: QueueUnavailableError, counters: dict[str, float]) -> None:
+        """Wait for the queue to answer again (bounded), then re-put what it lost."""
+        event(log, "queue_unavailable", logging.WARNING, error=str(first)[:300], patience_s=self.queue_patience_s)
+        deadline = time.monotonic() + self.queue_patience_s
+        delay, last = 0.25, first
+        while True:
+            time.sleep(delay)
+            try:
+                self.queue.stats()
+                break
+            except QueueUnavailableError as exc:
+                last = exc
+            if time.monotonic() >= deadline:
+                waiting = sorted(self._outstanding)
+                raise QueueOutageError(
+                    f"the work queue stayed unavailable for {self.queue_patience_s:g}s "
+                    f"(distributed.queue_patience_s) with {len(waiting)} rollout task(s) outstanding "
+                    f"({', '.join(waiting[:5])}{' ...' if len(waiting) > 5 else ''}): {last}. Recovery: bring Redis "
+                    "back, then call stage.recover() (re-puts the tasks Redis lost, queue.recover) and run the round "
+                    "again, or restart the trainer: it resumes from its last checkpoint and finished results "
+                    "are reused") from None
+            delay = min(delay * 2, 2.0)
+        self._sweep(counters)
+
+    def _sweep(self, counters: dict[str, float]) -> None:
+        counters["queue_recovered"] += len(self.recover())
+
+    def recover(self) -> list[str]:
+        """Re-put the outstanding tasks the queue no longer knows (neither queued, leased, resulted nor
+        dead-lettered: a Redis restart without persistence) and announce the newest weights again."""
+        dead = {d.task_id for d in self.queue.dead_letters()} if self._outstanding else set()
+        requeued = self.queue.recover({tid: item.payload for tid, item in self._outstanding.items()
+                                       if tid not in dead})
+        for callback in self.on_recover:
+            callback()
+        if requeued:
+            event(log, "rollout_tasks_recovered", logging.WARNING, requeued=len(requeued),
+                  outstanding=len(self._outstanding))
+        return requeued
+
+
+# ---- weights -----------------------------------------------------------------------------------
+class RemotePolicySync:
+    """``push(state_dict, version)`` publishes a policy version for the pool; ``close()`` frees all."""
+
+    def __init__(self, cfg: RunConfig, stage: RemoteRolloutStage, identity: RunIdentity,
+                 store_options: dict[str, Any]):
+        self.queue_url, self.namespace = cfg.distributed.queue_url, cfg.distributed.namespace
+        self.root, self.store_options = cfg.distributed.weights_store, store_options
+        self.output_dir = Path(cfg.trainer.output_dir)
+        self.stage, self.identity = stage, identity
+        self._announced = None
+        self._open()
+        stage.on_recover.append(self.reannounce)
+
+    def _open(self) -> None:
+        self.board = open_version_board(self.queue_url, self.namespace, self.identity.board)
+        self.publisher = WeightPublisher(join_store(self.root, self.identity.store_prefix), self.board, keep=3,
+                                         **self.store_options)
+
+    def push(self, state_dict: dict[str, Any], version: int) -> None:
+        latest = self.board.latest()
+        if latest is not None and latest.version == version:
+            # A resumed run re-pushing the checkpoint's version: the board already has it.
+            event(log, "weights_already_published", version=version, board=self.identity.board)
+            self._announced = latest
+        else:
+            if latest is not None and latest.version > version:
+                # Resumed behind its board (steps after the last checkpoint): continue on a new board.
+                self.board.close()
+                self.identity.generation += 1
+                self.identity.save(self.output_dir)
+                self._open()
+                event(log, "weights_board_rotated", board=self.identity.board, version=version,
+                      previous_latest=latest.version)
+            self.publisher.publish(version, state_dict)
+            self._announced = self.board.latest()
+        self.stage.version = version
+
+    def reannounce(self) -> None:
+        """After a Redis restart without persistence the board is empty: announce the newest again."""
+        record, latest = self._announced, self.board.latest()
+        if record is not None and (latest is None or latest.version < record.version):
+            self.board.publish(record.version, record.uri, record.meta)
+            event(log, "weights_reannounced", version=record.version, board=self.identity.board)
+
+    def close(self) -> None:
+        self.board.close()
+        self.stage.queue.close()
+
+
+def build_remote_parts(cfg: RunConfig, builder: PromptBuilder, loader: FrameLoader, renderer: PromptRenderer, *,
+                       max_prompt_length: int, max_response_length: int
+                       ) -> tuple[RemoteRolloutStage, RemotePolicySync]:
+    cfg, store_options = apply_cluster_defaults(cfg)
+    dist = cfg.distributed
+    missing = [name for name in ("queue_url", "weights_store") if getattr(dist, name) is None]
+    if missing:
+        raise ConfigError(f"distributed mode needs distributed.{' and distributed.'.join(missing)} "
+                          "(or a cluster started with `evr1 up`)")
+    if loader.store is None and dist.frame_cache_url:
+        loader.store = open_store(dist.frame_cache_url)  # the trainer reads the frames the pool reads
+    identity = RunIdentity.for_run(cfg)
+    queue = open_queue(dist.queue_url, dist.namespace)
+    stage = RemoteRolloutStage(queue, builder, loader, renderer, identity, max_prompt_length=max_prompt_length,
+                               max_response_length=max_response_length, staleness=dist.staleness,
+                               result_timeout_s=dist.result_timeout_s, queue_patience_s=dist.queue_patience_s,
+                               max_requeues=dist.max_requeues)
+    sync = RemotePolicySync(cfg, stage, identity, store_options)
+    event(log, "remote_rollout_ready", namespace=dist.namespace, run_id=identity.run_id, board=identity.board,
+          queue=dist.queue_url.split("@")[-1], weights=dist.weights_store)
+    return stage, sync

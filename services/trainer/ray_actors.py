@@ -1,0 +1,177 @@
+"""The trainer's FSDP ranks as Ray actors, behind the interface ``RLTrainer`` expects of an actor.
+
+``RayActorGroup(cfg)`` reserves ``distributed.train_ranks`` bundles (``cpus_per_rank`` CPUs,
+``gpus_per_rank`` GPUs) in one placement group, starts one :class:`RankActor` per bundle with
+``RANK``/``WORLD_SIZE``/``MASTER_ADDR``/``MASTER_PORT`` set (rank 0's node and a free port
+there; gloo on CPU, NCCL on GPU through ``init_world``) and builds train/actor.py's ``Actor``
+in each. The driver puts the items in the object store once per call (``ray.put``) and every
+rank runs the same call on them: FSDP shards parameters, gradients and optimizer state across
+the ranks, and identical inputs keep every rank's sequence of collectives identical. Results
+(log-probs, metrics, weights) come from rank 0. A dead rank or a call that outlives
+``timeout_s`` raises :class:`RankError` naming the rank and the method.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any
+
+import ray
+from easyvideor1.config.schema import RunConfig
+from easyvideor1.errors import EasyVideoR1Error
+from easyvideor1.logging import event, get_logger
+from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+from ray.util.placement_group import placement_group, remove_placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+log = get_logger("services.trainer")
+
+
+class RankError(EasyVideoR1Error):
+    """A trainer rank died, failed or timed out."""
+
+
+class RankActor:
+    """One FSDP rank (a Ray actor)."""
+
+    def __init__(self, cfg_json: str, rank: int, world_size: int, threads: int):
+        import torch
+
+        self.cfg = RunConfig.model_validate_json(cfg_json)
+        self.rank, self.world_size = rank, world_size
+        torch.set_num_threads(max(1, threads))
+        self.actor: Any = None
+
+    def endpoint(self) -> tuple[str, int]:
+        """This node's address and a free port on it (rank 0 hosts the process-group rendezvous)."""
+        with socket.socket() as s:
+            s.bind(("", 0))
+            port = s.getsockname()[1]
+        return ray.util.get_node_ip_address(), port
+
+    def setup(self, master_addr: str, master_port: int) -> int:
+        from easyvideor1.models.inputs import PromptBuilder
+        from easyvideor1.train.actor import Actor
+        from easyvideor1.train.distributed import init_world
+        from easyvideor1.train.trainer import seed_everything
+
+        cfg = self.cfg
+        # Ray gives each GPU actor its own CUDA_VISIBLE_DEVICES, so the local device is always 0.
+        os.environ.update(RANK=str(self.rank), WORLD_SIZE=str(self.world_size), LOCAL_RANK="0",
+                          MASTER_ADDR=master_addr, MASTER_PORT=str(master_port))
+        world = init_world(cfg.trainer.device)
+        seed_everything(cfg.trainer.seed + world.rank)
+        tokenizer = PromptBuilder.from_pretrained(cfg.worker.actor.model_path).tokenizer
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.actor = Actor(cfg.worker.actor.model_path, cfg.worker.actor, cfg.algorithm, world,
+                           total_steps=cfg.trainer.total_steps, pad_token_id=pad,
+                           max_response_length=cfg.data.max_response_length)
+        return os.getpid()
+
+    def _main(self, value: Any) -> Any:
+        return value if self.rank == 0 else None  # every rank computes it; one sends it back
+
+    def compute_log_probs(self, items: list, reference: bool) -> Any:
+        return self._main(self.actor.compute_log_probs(items, reference=reference))
+
+    def update(self, items: list, seed: int) -> Any:
+        return self._main(self.actor.update(items, seed=seed))
+
+    def full_state_dict(self) -> Any:
+        return self._main(self.actor.full_state_dict())
+
+    def load_full_state_dict(self, state: dict) -> None:
+        self.actor.load_full_state_dict(state)
+
+    def trainer_state(self) -> Any:
+        return self._main(self.actor.trainer_state())
+
+    def load_trainer_state(self, state: dict) -> None:
+        self.actor.load_trainer_state(state)
+
+    def export_hf(self, out_dir: str, processor: Any) -> Any:
+        return self._main(str(self.actor.export_hf(out_dir, processor)))
+
+    def close(self) -> None:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+class RayActorGroup:
+    """The methods of train/actor.py's ``Actor`` that ``RLTrainer`` calls, run on N Ray actors."""
+
+    def __init__(self, cfg: RunConfig, *, ranks: int | None = None, timeout_s: float = 3600.0):
+        dist = cfg.distributed
+        self.world_size = ranks or dist.train_ranks
+        self.timeout_s = timeout_s
+        gpus = dist.gpus_per_rank
+        if gpus is None:
+            gpus = 1.0 if ray.cluster_resources().get("GPU", 0) >= self.world_size else 0.0
+        bundle = {"CPU": dist.cpus_per_rank, **({"GPU": gpus} if gpus else {})}
+        self.pg = placement_group([dict(bundle) for _ in range(self.world_size)], strategy="PACK")
+        try:
+            ray.get(self.pg.ready(), timeout=min(timeout_s, 300.0))
+        except GetTimeoutError:
+            remove_placement_group(self.pg)
+            raise RankError(f"cannot place {self.world_size} trainer rank(s) of {bundle}: the cluster offers "
+                            f"{ray.available_resources()} (lower distributed.train_ranks or cpus_per_rank)") from None
+        remote = ray.remote(RankActor)
+        cfg_json = cfg.model_dump_json()
+        self.ranks = [
+            remote.options(num_cpus=dist.cpus_per_rank, num_gpus=gpus, max_restarts=0,
+                           scheduling_strategy=PlacementGroupSchedulingStrategy(
+                               placement_group=self.pg, placement_group_bundle_index=i))
+            .remote(cfg_json, i, self.world_size, int(dist.cpus_per_rank))
+            for i in range(self.world_size)]
+        addr, port = self._get([self.ranks[0].endpoint.remote()], "endpoint")[0]
+        pids = self._get([r.setup.remote(addr, port) for r in self.ranks], "setup")
+        event(log, "trainer_ranks_ready", ranks=self.world_size, bundle=bundle, master=f"{addr}:{port}", pids=pids)
+
+    def _get(self, refs: list, method: str) -> list:
+        try:
+            return ray.get(refs, timeout=self.timeout_s)
+        except GetTimeoutError:
+            raise RankError(f"trainer ranks did not finish {method} within {self.timeout_s:g}s") from None
+        except RayActorError as exc:
+            raise RankError(f"a trainer rank died during {method}: {exc}") from None
+        except RayTaskError as exc:
+            raise RankError(f"a trainer rank failed in {method}: {exc}") from None
+
+    def _all(self, method: str, *args: Any) -> Any:
+        return self._get([getattr(rank, method).remote(*args) for rank in self.ranks], method)[0]
+
+    def compute_log_probs(self, items: Any, *, reference: bool = False) -> Any:
+        return self._all("compute_log_probs", ray.put(list(items)), reference)
+
+    def update(self, items: Any, *, seed: int) -> dict[str, float]:
+        return self._all("update", ray.put(list(items)), seed)
+
+    def full_state_dict(self) -> dict[str, Any]:
+        return self._all("full_state_dict")
+
+    def load_full_state_dict(self, state: dict[str, Any]) -> None:
+        self._all("load_full_state_dict", ray.put(state))
+
+    def trainer_state(self) -> dict[str, Any]:
+        return self._all("trainer_state")
+
+    def load_trainer_state(self, state: dict[str, Any]) -> None:
+        self._all("load_trainer_state", ray.put(state))
+
+    def export_hf(self, out_dir: Any, processor: Any) -> Any:
+        from pathlib import Path
+
+        return Path(self._all("export_hf", str(out_dir), ray.put(processor)))
+
+    def shutdown(self) -> None:
+        """Leave the process group, end the actors and free the placement group."""
+        try:
+            ray.get([rank.close.remote() for rank in self.ranks], timeout=30)
+        except (GetTimeoutError, RayActorError, RayTaskError):
+            pass  # a dead rank has nothing left to close
+        for rank in self.ranks:
+            ray.kill(rank)
+        remove_placement_group(self.pg)

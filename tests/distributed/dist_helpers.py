@@ -1,0 +1,84 @@
+"""Helpers of the distributed-mode tests: data, run configs, worker processes and stages."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from easyvideor1.config import RunConfig, load_config
+
+DEMO_TYPES = ["demo_colour", "demo_choice", "demo_when"]
+
+
+def make_data(out: Path, n_per_type: int = 4) -> Path:
+    from easyvideor1.data.synth import generate_synthetic
+
+    generate_synthetic(out, n_per_type, seed=0, types=DEMO_TYPES, offline_type=DEMO_TYPES, offline_fraction=0.5,
+                       val_fraction=0.25, progress=False)
+    return out
+
+
+def run_overrides(data_dir: Path, model_dir: Path, output_dir: Path, **extra: object) -> list[str]:
+    """A tiny run: 4 questions x 2 responses, 16-token answers, frames of 56x56."""
+    overrides = [
+        f"data.train_files={data_dir / 'train.jsonl'}", f"data.val_files={data_dir / 'val.jsonl'}",
+        "data.max_prompt_length=1024", "data.max_response_length=16", "data.rollout_batch_size=4",
+        "data.val_batch_size=16", "data.video_fps=4", "data.video_max_frames=8", "data.video_min_frames=4",
+        "data.video_min_pixels=3136", "data.video_max_pixels=3136", "data.image_max_pixels=3136",
+        "data.image_min_pixels=784", "data.frame_cache.build_before_training=false",
+        "algorithm.mix_policy.enable=true", f"worker.actor.model_path={model_dir}",
+        "worker.actor.gradient_checkpointing=false", "worker.actor.mini_batch_size=4",
+        "worker.actor.optim.lr=0.002", "worker.actor.optim.weight_decay=0.0", "worker.rollout.n=2",
+        "trainer.total_steps=2", "trainer.val_every=0", "trainer.val_before_train=false",
+        f"trainer.output_dir={output_dir}", "trainer.loggers=[jsonl]", "trainer.resume=never",
+        "distributed.mode=distributed",
+    ]
+    overrides += [f"{key.replace('__', '.')}={value}" for key, value in extra.items()]
+    return overrides
+
+
+def make_config(data_dir: Path, model_dir: Path, output_dir: Path, **extra: object) -> RunConfig:
+    return load_config(None, run_overrides(data_dir, model_dir, output_dir, **extra))
+
+
+def start_worker(model_dir: Path, queue_url: str, namespace: str, workdir: Path, name: str, *,
+                 reward_url: str = "inprocess", frame_store: str | None = None, weights_store: str | None = None,
+                 visibility_timeout: float = 6.0, batch_size: int = 4) -> tuple[subprocess.Popen, Path]:
+    """A rollout worker process (vLLM engine); returns it and its status file."""
+    status = workdir / f"{name}.status.json"
+    argv = [sys.executable, "-m", "easyvideor1.rollout.worker", "--model", str(model_dir), "--queue", queue_url,
+            "--namespace", namespace, "--reward-url", reward_url, "--max-model-len", "1100",
+            "--visibility-timeout", str(visibility_timeout), "--batch-size", str(batch_size),
+            "--status-file", str(status), "--consumer", name, "--weights-timeout", "60", "--reward-patience", "60"]
+    if frame_store:
+        argv += ["--frame-store", frame_store]
+    if weights_store:
+        argv += ["--weights-store", weights_store]
+    log = open(workdir / f"{name}.log", "ab")
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
+    return proc, status
+
+
+def read_status(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise TimeoutError(f"{what} not within {timeout}s")
+
+
+def log_tail(path: Path, chars: int = 3000) -> str:
+    return path.read_text(errors="replace")[-chars:] if path.exists() else ""
