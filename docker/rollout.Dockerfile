@@ -29,6 +29,9 @@ RUN apt-get update \
 RUN groupadd --system --gid 10001 evr1 \
  && useradd --system --uid 10001 --gid 10001 --home-dir /tmp --no-create-home --shell /bin/bash evr1
 COPY --from=build /opt/venv /opt/venv
+# KubeRay starts `ray start` (and its init and submitter containers) through `bash -l`, whose
+# /etc/profile resets PATH: login shells get the venv back from profile.d.
+RUN echo 'export PATH=/opt/venv/bin:$PATH' > /etc/profile.d/evr1-venv.sh
 ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 HOME=/tmp \
     RAY_USAGE_STATS_ENABLED=0
 USER 10001:10001

@@ -107,7 +107,8 @@ class RolloutReplica:
         from easyvideor1.queue import open_queue
         from easyvideor1.rewards.client import open_reward_client
         from easyvideor1.rollout.weight_follow import EngineWeights
-        from easyvideor1.rollout.worker import RolloutWorker, WorkerSettings, open_engine
+        from easyvideor1.rollout.worker import RolloutWorker, WorkerSettings
+        from easyvideor1.rollout.worker_cli import open_engine
 
         pool = self.pool = PoolArgs.from_args(args)
         self.engine = open_engine(pool.engine, pool.model_path, max_model_len=pool.max_model_len, seed=pool.seed)

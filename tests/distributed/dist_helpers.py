@@ -47,7 +47,7 @@ def make_config(data_dir: Path, model_dir: Path, output_dir: Path, **extra: obje
 
 def start_worker(model_dir: Path, queue_url: str, namespace: str, workdir: Path, name: str, *,
                  reward_url: str = "inprocess", frame_store: str | None = None, weights_store: str | None = None,
-                 visibility_timeout: float = 6.0, batch_size: int = 4) -> tuple[subprocess.Popen, Path]:
+                 visibility_timeout: float = 10.0, batch_size: int = 4) -> tuple[subprocess.Popen, Path]:
     """A rollout worker process (vLLM engine); returns it and its status file."""
     status = workdir / f"{name}.status.json"
     argv = [sys.executable, "-m", "easyvideor1.rollout.worker", "--model", str(model_dir), "--queue", queue_url,

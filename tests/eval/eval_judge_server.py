@@ -36,7 +36,9 @@ def make_app() -> FastAPI:
         reference = prompt.split("REFERENCE:", 1)[1].split("RESPONSE:", 1)[0]
         response = prompt.split("RESPONSE:", 1)[1].rsplit("Explain briefly", 1)[0]
         score = round(10 * overlap_f1(reference, response))
-        return {"choices": [{"message": {"role": "assistant", "content": f"Overlap graded.\nScore: {score}/10"}}]}
+        return {
+            "choices": [{"message": {"role": "assistant", "content": f"Overlap graded.\nScore: {score}/10"}}]
+        }
 
     return app
 
@@ -45,7 +47,9 @@ class JudgeServer:
     def __init__(self) -> None:
         self.port = free_port()
         self.app = make_app()
-        self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self.server = uvicorn.Server(
+            uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning")
+        )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     @property

@@ -42,7 +42,13 @@ def test_adapter_scores_right_and_wrong_answers(bench_fixtures, name):
     bench, items = load(bench_fixtures, name)
     assert len({item.id for item in items}) == len(items)
     for item in items:
-        assert item.benchmark == name and item.source and item.videos or item.images or item.problem_type == "math"
+        assert (
+            item.benchmark == name
+            and item.source
+            and item.videos
+            or item.images
+            or item.problem_type == "math"
+        )
     right = records(bench, items, [perfect_response(i) for i in items])
     wrong = records(bench, items, [wrong_response(i) for i in items])
     for record in right:
@@ -60,12 +66,18 @@ def test_adapter_scores_right_and_wrong_answers(bench_fixtures, name):
 def test_failed_items_stay_in_the_denominator(bench_fixtures, name):
     bench, items = load(bench_fixtures, name)
     right = records(bench, items[1:], [perfect_response(i) for i in items[1:]])
-    failed = failure_record(items[0], "media", "MediaDecodeError: corrupt", **zero_values(bench, items[0], CTX))
+    failed = failure_record(
+        items[0], "media", "MediaDecodeError: corrupt", **zero_values(bench, items[0], CTX)
+    )
     summary = bench.aggregate([failed, *right], CTX)
     assert summary["n"] == len(items) and summary["n_failed"] == 1
-    assert summary["failures"] == [{"id": items[0].id, "kind": "media", "message": "MediaDecodeError: corrupt"}]
+    assert summary["failures"] == [
+        {"id": items[0].id, "kind": "media", "message": "MediaDecodeError: corrupt"}
+    ]
     first_metric = next(iter(zero_values(bench, items[0], CTX)["values"]))
-    metric = summary["metrics"].get(first_metric) or summary["metrics"]["mIoU"]  # Charades names mean tIoU mIoU
+    metric = (
+        summary["metrics"].get(first_metric) or summary["metrics"]["mIoU"]
+    )  # Charades names mean tIoU mIoU
     assert metric["value"] < 1.0
 
 
@@ -77,8 +89,10 @@ def test_mc_answers_map_to_letters(bench_fixtures):
     assert items[0].answer == "C" and items[0].categories["duration_group"] == 15
     _, items = load(bench_fixtures, "tempcompass")
     by_task = {i.categories["task_type"]: i for i in items}
-    assert by_task["caption_matching"].answer == "A" and by_task["caption_matching"].options[0] == \
-        "A. a square moves right"
+    assert (
+        by_task["caption_matching"].answer == "A"
+        and by_task["caption_matching"].options[0] == "A. a square moves right"
+    )
     assert by_task["yes_no"].problem_type == "boolean"
     _, items = load(bench_fixtures, "minerva")
     assert items[0].answer == "B" and len(items[0].options) == 5
@@ -87,8 +101,12 @@ def test_mc_answers_map_to_letters(bench_fixtures):
 def test_mvbench_headline_is_the_mean_over_tasks(bench_fixtures):
     bench, items = load(bench_fixtures, "mvbench")
     # action_sequence: 1/1 right; moving_direction: 1/2 right -> micro 2/3, task mean 3/4.
-    summary = bench.aggregate(records(bench, items, [perfect_response(items[0]), perfect_response(items[1]),
-                                                     wrong_response(items[2])]), CTX)
+    summary = bench.aggregate(
+        records(
+            bench, items, [perfect_response(items[0]), perfect_response(items[1]), wrong_response(items[2])]
+        ),
+        CTX,
+    )
     assert summary["metrics"]["accuracy"]["value"] == pytest.approx(2 / 3)
     assert summary["metrics"]["task_mean_accuracy"]["value"] == pytest.approx(0.75)
     assert "start/end bounds" in summary["notes"][0]
@@ -96,7 +114,9 @@ def test_mvbench_headline_is_the_mean_over_tasks(bench_fixtures):
 
 def test_lvbench_counts_an_item_in_each_of_its_types(bench_fixtures):
     bench, items = load(bench_fixtures, "lvbench")
-    summary = bench.aggregate(records(bench, items, [perfect_response(items[0]), wrong_response(items[1])]), CTX)
+    summary = bench.aggregate(
+        records(bench, items, [perfect_response(items[0]), wrong_response(items[1])]), CTX
+    )
     groups = summary["categories"]["question_type"]
     assert groups["entity recognition"]["accuracy"]["value"] == 1.0
     assert groups["temporal grounding"]["accuracy"]["value"] == 1.0
@@ -142,7 +162,11 @@ def test_charades_recall_at_thresholds_and_miou(bench_fixtures):
     summary = bench.aggregate(rs, CTX)
     metrics = summary["metrics"]
     assert metrics["mIoU"]["value"] == pytest.approx(0.45)
-    assert metrics["R@0.3"]["value"] == 1.0 and metrics["R@0.5"]["value"] == 0.5 and metrics["R@0.7"]["value"] == 0.0
+    assert (
+        metrics["R@0.3"]["value"] == 1.0
+        and metrics["R@0.5"]["value"] == 0.5
+        and metrics["R@0.7"]["value"] == 0.0
+    )
     assert {m["kind"] for m in metrics.values()} == {"iou"}
 
 
@@ -165,8 +189,13 @@ def test_ovobench_groups_and_overall(bench_fixtures):
     assert by_task == ["EPM", "OCR", "REC", "REC", "CRR"]
     assert items[2].answer == "1" and items[4].answer == "no"
     # EPM right, OCR wrong, REC 1/2, CRR right.
-    responses = [perfect_response(items[0]), wrong_response(items[1]), perfect_response(items[2]),
-                 wrong_response(items[3]), perfect_response(items[4])]
+    responses = [
+        perfect_response(items[0]),
+        wrong_response(items[1]),
+        perfect_response(items[2]),
+        wrong_response(items[3]),
+        perfect_response(items[4]),
+    ]
     summary = bench.aggregate(records(bench, items, responses), CTX)
     metrics = summary["metrics"]
     assert metrics["backward_tracing"]["value"] == 1.0
@@ -180,8 +209,9 @@ def test_videomathqa_mbin_needs_every_pair(bench_fixtures):
     mcq, pair0, pair1 = items
     assert pair0.options == ("A. 16", "B. 4") and pair0.answer == "A"
     assert pair1.options == ("A. 8", "B. 16") and pair1.answer == "B"
-    summary = bench.aggregate(records(bench, items, [perfect_response(mcq), perfect_response(pair0),
-                                                     wrong_response(pair1)]), CTX)
+    summary = bench.aggregate(
+        records(bench, items, [perfect_response(mcq), perfect_response(pair0), wrong_response(pair1)]), CTX
+    )
     assert summary["metrics"]["accuracy"]["value"] == 1.0
     assert summary["metrics"]["binary_accuracy"]["value"] == 0.5
     assert summary["metrics"]["mbin_accuracy"]["value"] == 0.0
@@ -189,8 +219,12 @@ def test_videomathqa_mbin_needs_every_pair(bench_fixtures):
 
 def test_mlvu_m_avg_and_g_avg_stay_apart(bench_fixtures):
     bench, items = load(bench_fixtures, "mlvu")
-    summary = bench.aggregate(records(bench, items, [perfect_response(items[0]), wrong_response(items[1]),
-                                                     perfect_response(items[2])]), CTX)
+    summary = bench.aggregate(
+        records(
+            bench, items, [perfect_response(items[0]), wrong_response(items[1]), perfect_response(items[2])]
+        ),
+        CTX,
+    )
     metrics = summary["metrics"]
     assert metrics["m_avg"]["value"] == 0.5 and metrics["m_avg"]["kind"] == "accuracy"
     assert metrics["g_avg_rouge"]["value"] == 1.0 and metrics["g_avg_rouge"]["kind"] == "text"
@@ -214,7 +248,9 @@ def test_judge_scores_open_answers_over_http(bench_fixtures, judge_server):
     bad = scored_record(bench, open_item, "<answer>a purple elephant dancing</answer>", ctx)
     assert good["scoring"] == "judge" and good["values"] == {"accuracy": 1.0}
     assert bad["values"] == {"accuracy": 0.0} and bad["details"]["judge_score"] < 0.5
-    assert scored_record(bench, mc, perfect_response(mc), ctx)["scoring"] == "rule"  # MC never goes to the judge
+    assert (
+        scored_record(bench, mc, perfect_response(mc), ctx)["scoring"] == "rule"
+    )  # MC never goes to the judge
     assert judge_server.app.state.requests == before + 2
     summary = bench.aggregate([good], ctx)
     assert not any("no LLM judge" in note for note in summary["notes"])

@@ -38,15 +38,30 @@ def test_answer_outside_the_options(tmp_path):
 
 
 def test_wrong_type_is_reported(tmp_path):
-    (tmp_path / "lvb_val.json").write_text(json.dumps([
-        {"id": "x", "video_path": "a.mp4", "question": "q", "candidates": ["a", "b"], "correct_choice": "one"}]))
-    with pytest.raises(AnnotationError, match=r"lvb_val\.json:row 0: field 'correct_choice': expected int, got str"):
+    (tmp_path / "lvb_val.json").write_text(
+        json.dumps(
+            [
+                {
+                    "id": "x",
+                    "video_path": "a.mp4",
+                    "question": "q",
+                    "candidates": ["a", "b"],
+                    "correct_choice": "one",
+                }
+            ]
+        )
+    )
+    with pytest.raises(
+        AnnotationError, match=r"lvb_val\.json:row 0: field 'correct_choice': expected int, got str"
+    ):
         get_benchmark("longvideobench").load(tmp_path)
 
 
 def test_charades_bad_line(tmp_path):
     (tmp_path / "charades_sta_test.txt").write_text("AAA 1.0 2.0##ok\nBBB 3.0##missing end\n")
-    with pytest.raises(AnnotationError, match=r"charades_sta_test\.txt:2: expected '<video_id> <start> <end>##"):
+    with pytest.raises(
+        AnnotationError, match=r"charades_sta_test\.txt:2: expected '<video_id> <start> <end>##"
+    ):
         get_benchmark("charades_sta").load(tmp_path)
 
 
@@ -57,8 +72,11 @@ def test_reversed_interval_is_rejected(tmp_path):
 
 
 def test_stvg_bad_box(tmp_path):
-    (tmp_path / "test.json").write_text(json.dumps({"v.mp4": {"English": "a man", "st_time": 0, "ed_time": 1,
-                                                              "bbox": [[0, 0, 5, 5], [1, 2, 0, 4]]}}))
+    (tmp_path / "test.json").write_text(
+        json.dumps(
+            {"v.mp4": {"English": "a man", "st_time": 0, "ed_time": 1, "bbox": [[0, 0, 5, 5], [1, 2, 0, 4]]}}
+        )
+    )
     with pytest.raises(AnnotationError, match=r"test\.json:key v\.mp4: field 'bbox\[1\]'"):
         get_benchmark("stvg").load(tmp_path)
 
@@ -71,8 +89,12 @@ def test_unknown_ovo_task(tmp_path):
 
 def test_training_format_rows_report_every_problem(tmp_path):
     path = tmp_path / "data.jsonl"
-    path.write_text(json.dumps({"problem": "q", "answer": "A", "problem_type": "multiple choice"}) + "\n"
-                    + json.dumps({"problem": "q2", "problem_type": "numerical"}) + "\n")
+    path.write_text(
+        json.dumps({"problem": "q", "answer": "A", "problem_type": "multiple choice"})
+        + "\n"
+        + json.dumps({"problem": "q2", "problem_type": "numerical"})
+        + "\n"
+    )
     with pytest.raises(DataError) as info:
         get_benchmark("jsonl").load(path)
     text = str(info.value)
@@ -91,6 +113,8 @@ def test_unknown_benchmark_and_missing_folder(tmp_path):
         parse_benchmarks("videomme", tmp_path)
     (tmp_path / "videomme").mkdir()
     assert parse_benchmarks(f"Video-MME,jsonl={tmp_path}", tmp_path) == {
-        "videomme": (tmp_path / "videomme").resolve(), "jsonl": tmp_path.resolve()}
+        "videomme": (tmp_path / "videomme").resolve(),
+        "jsonl": tmp_path.resolve(),
+    }
     with pytest.raises(EvalError, match="pass --data-root"):
         parse_benchmarks("videomme", None)

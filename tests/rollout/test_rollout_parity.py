@@ -41,12 +41,20 @@ def _max_logprob_gap(model, result):
     return max(float(np.abs(np.asarray(c.logprobs) - mine).max()) for c, mine in zip(result.completions, ours))
 
 
+def _mixed_request(name):
+    videos = [random_video_input(name, 5, 2, 1, source_fps=6.0, stride=4, seed=7),
+              random_video_input(name, 2, 1, 1, source_fps=2.0, stride=1, seed=8)]
+    return RolloutRequest("mixed", messages="<video> then <image> then <video>: same object?", videos=videos,
+                          images=[random_image_input(name, 1, 2, seed=9)], n=1)
+
+
 @pytest.mark.parametrize("name", FAMILY_NAMES)
 def test_prompt_tokens_and_visual_counts_agree(pairs, name):
     pair = pairs[name]
     processor = pair.engine.builder.processor
-    results = pair.engine.generate(_requests(name), SAMPLING)
-    for request, result in zip(_requests(name), results):
+    requests = _requests(name) + [_mixed_request(name)]
+    results = pair.engine.generate(requests, SAMPLING)
+    for request, result in zip(requests, results):
         direct = processor(text=[result.prompt.prompt_text], videos=[v.frames for v in request.videos] or None,
                            video_metadata=[hf_video_metadata(v.metadata) for v in request.videos] or None,
                            images=[i.image for i in request.images] or None, do_sample_frames=False,

@@ -26,7 +26,7 @@ from schemathesis.specs.openapi.checks import (
 from services.reward.examples import CHEAP, CODE_HANG, CODE_OK, TEXT, mixed_batch
 from services.reward.launch import RewardServer, reward_server
 
-ITEM_TIMEOUT = 3
+ITEM_TIMEOUT = 8
 MAX_BATCH = 300
 MAX_BODY = 1 << 20
 

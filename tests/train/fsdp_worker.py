@@ -46,6 +46,53 @@ def build_items(model_dir: str, media_dir: str):
     return items
 
 
+def make_media(root: Path) -> Path:
+    """A short red-square video and a blue-square image (PNG) under ``root``."""
+    import numpy as np
+    from easyvideor1.video.encode import write_video
+    from PIL import Image
+
+    root.mkdir(parents=True, exist_ok=True)
+    frames = np.zeros((8, 64, 64, 3), dtype=np.uint8)
+    for t in range(8):
+        frames[t, 10:40, 4 + 3 * t:34 + 3 * t] = (230, 30, 30)
+    write_video(root / "clip.mp4", frames, fps=4)
+    still = np.zeros((56, 56, 3), dtype=np.uint8)
+    still[8:30, 8:30] = (40, 80, 240)
+    Image.fromarray(still).save(root / "still.png")
+    return root
+
+
+def run_world(world_size: int, model_dir: Path, media: Path, out: Path, *, port: int, precision: str = "fp32",
+              timeout: float = 300) -> dict:
+    """Start ``world_size`` ranks of this script; return rank 0's saved loss and gradients.
+
+    Raises TimeoutError if the world hangs (all ranks are killed) and RuntimeError naming the
+    failing rank's output tail if one fails.
+    """
+    import subprocess
+
+    procs = []
+    for rank in range(world_size):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1",
+                   EVR1_FSDP_PRECISION=precision)
+        procs.append(subprocess.Popen([sys.executable, __file__, str(model_dir), str(media), str(out)], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outputs = []
+    for proc in procs:
+        try:
+            outputs.append(proc.communicate(timeout=timeout)[0])
+        except subprocess.TimeoutExpired:
+            for p in procs:
+                p.kill()
+            raise TimeoutError(f"FSDP world of {world_size} hung (killed after {timeout}s)") from None
+    for rank, (proc, text) in enumerate(zip(procs, outputs)):
+        if proc.returncode != 0:
+            raise RuntimeError(f"rank {rank} of {world_size} failed:\n{text[-4000:]}")
+    return torch.load(out / f"world{world_size}-{precision}.pt", weights_only=True)
+
+
 def main() -> None:
     model_dir, media_dir, out_dir = sys.argv[1:4]
     from easyvideor1.config import load_config
@@ -53,9 +100,10 @@ def main() -> None:
     from easyvideor1.train.distributed import init_world
 
     world = init_world("auto")
+    precision = os.environ.get("EVR1_FSDP_PRECISION", "fp32")
     cfg = load_config(None, [f"worker.actor.model_path={model_dir}", "worker.actor.optim.lr=1e-12",
                              "worker.actor.optim.max_grad_norm=1e9", "worker.actor.gradient_checkpointing=false",
-                             "worker.actor.fsdp.mixed_precision=fp32"])
+                             f"worker.actor.fsdp.mixed_precision={precision}", "worker.actor.fsdp.enable=auto"])
     torch.manual_seed(0)
     actor = Actor(model_dir, cfg.worker.actor, cfg.algorithm, world, total_steps=1, pad_token_id=0,
                   max_response_length=8)
@@ -76,7 +124,8 @@ def main() -> None:
             continue
         grads[name] = (grad.full_tensor() if hasattr(grad, "full_tensor") else grad).detach().float().cpu()
     if world.rank == 0:
-        torch.save({"loss": float(loss.item()), "grads": grads}, Path(out_dir) / f"world{world.world_size}.pt")
+        torch.save({"loss": float(loss.item()), "grads": grads},
+                   Path(out_dir) / f"world{world.world_size}-{precision}.pt")
     if world.distributed:
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()

@@ -4,7 +4,6 @@ import json
 
 import pytest
 import torch
-
 from easyvideor1.config import load_config
 from easyvideor1.data.synth import generate_synthetic
 
@@ -42,9 +41,8 @@ def _config(tmp_path, data, model_dir, *extra):
 
 
 def test_loop_trains_logs_checkpoints_and_exports(tmp_path, demo_data, tiny_model_dir, engine):
-    from transformers import AutoModelForImageTextToText
-
     from easyvideor1.train.trainer import RLTrainer
+    from transformers import AutoModelForImageTextToText
 
     cfg = _config(tmp_path, demo_data, tiny_model_dir, "trainer.total_steps=2", "trainer.save_every=1")
     trainer = RLTrainer(cfg, engine=engine)

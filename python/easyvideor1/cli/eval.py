@@ -17,13 +17,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Evaluate a model: evr1 eval --model DIR --benchmarks a,b --data-root ROOT. "
                     "Compare two runs: evr1 eval compare RUN_A RUN_B. List adapters: evr1 eval list.")
     ev.add_argument("--model", help="model directory (Hugging Face layout)")
-    ev.add_argument("--benchmarks", help="comma-separated names; NAME=PATH gives a benchmark its own folder/file")
+    ev.add_argument(
+        "--benchmarks", help="comma-separated names; NAME=PATH gives a benchmark its own folder/file"
+    )
     ev.add_argument("--data-root", help="folder holding one sub-folder per benchmark, named as the benchmark")
     ev.add_argument("--out", help="output folder (default: eval_runs/<model>-<time>; required with --resume)")
     ev.add_argument("--store", help="frame store URL (path, file://, s3://); misses decode on the fly")
     ev.add_argument("--write-back", action="store_true", help="store frames decoded on a miss")
     ev.add_argument("--max-in-flight", type=int, default=16, help="requests kept in the engine (default 16)")
     ev.add_argument("--io-workers", type=int, default=4, help="frame-loading threads (default 4)")
+    ev.add_argument("--min-batch", type=int, default=1,
+                    help="with the engine idle, wait for this many ready samples before submitting "
+                         "(default 1; raise it where decoding and the engine share few CPU cores)")
     ev.add_argument("--limit", type=int, help="first N items of each benchmark")
     ev.add_argument("--resume", action="store_true", help="continue the run in --out, skipping finished ids")
     frames = ev.add_argument_group("frames (default: each benchmark's protocol settings)")
@@ -39,17 +44,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     gen.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     gen.add_argument("--top-p", type=float, default=1.0)
     gen.add_argument("--seed", type=int, default=0)
-    gen.add_argument("--prompt-style", choices=("direct", "reasoning"), default="direct",
-                     help="direct: question + one answer instruction; reasoning: the training templates "
-                          "(<think> then <answer>)")
-    gen.add_argument("--timeout", type=float, default=600.0, help="seconds per request before it counts as failed")
+    gen.add_argument(
+        "--prompt-style",
+        choices=("direct", "reasoning"),
+        default="direct",
+        help="direct: question + one answer instruction; reasoning: the training templates "
+        "(<think> then <answer>)",
+    )
+    gen.add_argument(
+        "--timeout", type=float, default=600.0, help="seconds per request before it counts as failed"
+    )
     gen.add_argument("--max-model-len", type=int, default=32768)
-    gen.add_argument("--engine-arg", action="append", default=[], metavar="KEY=VALUE",
-                     help="extra vLLM engine argument (VALUE parsed as JSON when it can be)")
+    gen.add_argument(
+        "--engine-arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra vLLM engine argument (VALUE parsed as JSON when it can be)",
+    )
     judge = ev.add_argument_group("LLM judge for open-ended items (any OpenAI-compatible endpoint)")
     judge.add_argument("--judge-url", help="base URL, e.g. http://host:8000/v1")
     judge.add_argument("--judge-model", default="judge")
-    judge.add_argument("--judge-api-key-env", default="EVR1_JUDGE_API_KEY", help="env var holding the API key")
+    judge.add_argument(
+        "--judge-api-key-env", default="EVR1_JUDGE_API_KEY", help="env var holding the API key"
+    )
     ev.add_argument("--no-progress", action="store_true")
     ev.set_defaults(func=_run)
     sub = ev.add_subparsers(dest="eval_command", metavar="SUBCOMMAND")
@@ -84,27 +102,52 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError("evr1 eval needs --model and --benchmarks (see evr1 eval --help)")
     if args.resume and not args.out:
         raise ConfigError("--resume needs --out (the folder of the run to continue)")
-    out = Path(args.out) if args.out else Path("eval_runs") / f"{Path(args.model).name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    out = (
+        Path(args.out)
+        if args.out
+        else Path("eval_runs") / f"{Path(args.model).name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    )
     judge = None
     if args.judge_url:
         judge = {"base_url": args.judge_url, "model": args.judge_model, "api_key_env": args.judge_api_key_env}
     config = EvalConfig(
-        model=args.model, benchmarks=parse_benchmarks(args.benchmarks, args.data_root), out_dir=out,
-        store=args.store, write_back=args.write_back, max_in_flight=args.max_in_flight, io_workers=args.io_workers,
-        limit=args.limit, resume=args.resume,
-        video={"fps": args.fps, "min_frames": args.min_frames, "max_frames": args.max_frames,
-               "min_pixels": args.min_pixels, "max_pixels": args.max_pixels},
+        model=args.model,
+        benchmarks=parse_benchmarks(args.benchmarks, args.data_root),
+        out_dir=out,
+        store=args.store,
+        write_back=args.write_back,
+        max_in_flight=args.max_in_flight,
+        io_workers=args.io_workers,
+        min_batch=args.min_batch,
+        limit=args.limit,
+        resume=args.resume,
+        video={
+            "fps": args.fps,
+            "min_frames": args.min_frames,
+            "max_frames": args.max_frames,
+            "min_pixels": args.min_pixels,
+            "max_pixels": args.max_pixels,
+        },
         image={"min_pixels": args.image_min_pixels, "max_pixels": args.image_max_pixels},
-        sampling=SamplingConfig(max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
-                                seed=args.seed),
-        prompt_style=args.prompt_style, request_timeout_s=args.timeout, judge=judge,
-        engine_kwargs=_engine_args(args.engine_arg, args.max_model_len), progress=not args.no_progress,
+        sampling=SamplingConfig(
+            max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p, seed=args.seed
+        ),
+        prompt_style=args.prompt_style,
+        request_timeout_s=args.timeout,
+        judge=judge,
+        engine_kwargs=_engine_args(args.engine_arg, args.max_model_len),
+        progress=not args.no_progress,
     )
     result = run_eval(config)
     for name, summary in result["summaries"].items():
-        metrics = ", ".join(f"{m}={100 * v['value']:.2f} ({v['kind']})" for m, v in summary["metrics"].items())
+        metrics = ", ".join(
+            f"{m}={100 * v['value']:.2f} ({v['kind']})" for m, v in summary["metrics"].items()
+        )
         print(f"{name}: {metrics}; {summary['n']} items, {summary['n_failed']} failed")
-    print(f"report: {result['paths']['markdown']}  plot: {result['paths']['plot']}  json: {result['paths']['json']}")
+    print(
+        f"report: {result['paths']['markdown']}  plot: {result['paths']['plot']}  "
+        f"json: {result['paths']['json']}"
+    )
     return 0
 
 

@@ -1,16 +1,16 @@
 """The asynchronous evaluation pipeline: I/O, submission and collection stages overlapped.
 
     items ──> I/O workers (thread pool: FrameLoader cache hit, or decode on a miss;
-              prompt + shared prompt builder) ──> bounded queue
-          ──> submission: at most ``max_in_flight`` requests on vLLM's AsyncLLM
-              (continuous batching, chunked prefill)
+              the benchmark's prompt) ──> bounded queue
+          ──> submission: at most ``max_in_flight`` requests on the async engine
+              (AsyncLLM: continuous batching, chunked prefill, shared prompt builder)
           ──> collection: score with the rewards library (thread pool), append the record
 
-Every stage works on its own samples at the same time, so decoding the next videos
-overlaps prefill and decode of the current ones, and no request waits for a batch to fill
-or drain. Each failure (undecodable video, prompt/placeholder error, timeout, engine error,
-scoring error) becomes a record that counts as wrong; only a dead engine stops the run
-(``--resume`` continues it).
+Every stage works on its own samples at the same time: decoding the next videos overlaps
+prefill and decode of the current ones (the engine core runs in its own process), and no
+request waits for a batch to fill or drain. Each failure (undecodable video,
+prompt/placeholder error, timeout, engine error, scoring error) becomes a record that
+counts as wrong; only a dead engine stops the run (``--resume`` continues it).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from easyvideor1.eval.engine import EngineDead
 from easyvideor1.eval.results import ResultsLog
 from easyvideor1.eval.types import EvalItem, base_record, failure_record
 from easyvideor1.logging import event, get_logger
-from easyvideor1.models.inputs import ImageInput, PromptInputs, VideoInput
+from easyvideor1.models.inputs import ImageInput, MediaInputError, PlaceholderMismatchError, VideoInput
 from easyvideor1.rollout.base import RolloutRequest, SamplingConfig
 from easyvideor1.video.metadata import VideoMetadata
 
@@ -56,7 +56,6 @@ class Prepared:
     plan: BenchPlan
     item: EvalItem
     request: RolloutRequest | None = None
-    inputs: PromptInputs | None = None
     metas: list[VideoMetadata] = field(default_factory=list)
     load_s: float = 0.0
     failure: dict[str, Any] | None = None
@@ -68,6 +67,11 @@ class StageOptions:
     io_workers: int = 4
     queue_size: int = 0  # 0: 2 x max_in_flight
     score_workers: int = 2
+    # With the engine idle, wait for this many ready samples (or the end of the input) before
+    # submitting. 1 = submit each sample the moment it is ready. Where decoding and the
+    # engine share CPU cores, a trickle of lone requests makes the engine run many near-empty
+    # steps that take cores from decoding; a first batch keeps its steps full.
+    min_batch: int = 1
     request_timeout_s: float = 600.0
     prompt_style: str = "direct"
     progress: bool = True
@@ -104,9 +108,10 @@ class Pipeline:
             prepared.load_s = time.perf_counter() - started
         try:
             text = plan.bench.prompt(item, prepared.metas, self.options.prompt_style, self.renderer)
-            prepared.request = RolloutRequest(request_id=item.key, messages=text, videos=videos, images=images)
-            prepared.inputs = self.engine.build_inputs(prepared.request)
-        except Exception as exc:  # placeholder/feature mismatch, template error: this item only
+            prepared.request = RolloutRequest(
+                request_id=item.key, messages=text, videos=videos, images=images
+            )
+        except Exception as exc:  # template error, malformed request: this item only
             prepared.failure = {"kind": "prompt", "message": f"{type(exc).__name__}: {exc}"}
         return prepared
 
@@ -119,7 +124,9 @@ class Pipeline:
         score_pool = ThreadPoolExecutor(options.score_workers, thread_name_prefix="evr1-eval-score")
         ready: asyncio.Queue = asyncio.Queue(maxsize=options.queue_size or 2 * options.max_in_flight)
         work = iter(pending)
-        bar = tqdm(total=len(pending), desc="eval", unit="sample", file=sys.stderr, disable=not options.progress)
+        bar = tqdm(
+            total=len(pending), desc="eval", unit="sample", file=sys.stderr, disable=not options.progress
+        )
         in_flight: set[asyncio.Task] = set()
         slots = asyncio.Semaphore(options.max_in_flight)
         started = time.perf_counter()
@@ -128,9 +135,17 @@ class Pipeline:
             for plan, item in work:  # one shared iterator: each worker takes the next item
                 await ready.put(await loop.run_in_executor(io_pool, self.prepare, plan, item))
 
+        fed = asyncio.Event()
+
         async def feed() -> None:
             await asyncio.gather(*(io_worker() for _ in range(options.io_workers)))
+            fed.set()
             await ready.put(None)
+
+        async def batch_ready() -> None:
+            wanted = min(options.min_batch, ready.maxsize)
+            while not in_flight and ready.qsize() < wanted and not fed.is_set():
+                await asyncio.sleep(0.005)
 
         feeder = asyncio.create_task(feed())
         # A task that raises (dead engine, a failing record hook) stops the run at once.
@@ -153,14 +168,22 @@ class Pipeline:
         try:
             while True:
                 waited = time.perf_counter()
+                await unless_fatal(batch_ready())
                 prepared = await unless_fatal(ready.get())
                 self.stats["queue_wait_s"] += time.perf_counter() - waited
                 if prepared is None:
                     break
                 self.stats["load_s"] += prepared.load_s
                 if prepared.failure:
-                    self._finish(failure_record(prepared.item, prepared.failure["kind"], prepared.failure["message"],
-                                                **self._zeros(prepared)), bar)
+                    self._finish(
+                        failure_record(
+                            prepared.item,
+                            prepared.failure["kind"],
+                            prepared.failure["message"],
+                            **self._zeros(prepared),
+                        ),
+                        bar,
+                    )
                     continue
                 await unless_fatal(slots.acquire())
                 task = asyncio.create_task(self._infer_and_score(prepared, score_pool, bar))
@@ -185,50 +208,87 @@ class Pipeline:
         self.stats["wall_s"] = time.perf_counter() - started
         self.stats["samples"] = len(pending)
         self.stats["samples_per_s"] = len(pending) / self.stats["wall_s"] if self.stats["wall_s"] > 0 else 0.0
-        event(log, "eval_pipeline_done", **{k: round(v, 3) if isinstance(v, float) else v
-                                              for k, v in self.stats.items()})
+        event(
+            log,
+            "eval_pipeline_done",
+            **{k: round(v, 3) if isinstance(v, float) else v for k, v in self.stats.items()},
+        )
         return self.stats
 
     async def _infer_and_score(self, prepared: Prepared, score_pool: ThreadPoolExecutor, bar: tqdm) -> None:
         item, plan = prepared.item, prepared.plan
         started = time.perf_counter()
         try:
-            result = await asyncio.wait_for(self.engine.generate(prepared.request, self.sampling, prepared.inputs),
-                                            self.options.request_timeout_s)
+            result = await asyncio.wait_for(
+                self.engine.generate(prepared.request, self.sampling), self.options.request_timeout_s
+            )
         except EngineDead:
             raise
         except TimeoutError:
-            self._finish(failure_record(item, "timeout", f"no response within {self.options.request_timeout_s:g}s",
-                                        **self._zeros(prepared)), bar)
+            self._finish(
+                failure_record(
+                    item,
+                    "timeout",
+                    f"no response within {self.options.request_timeout_s:g}s",
+                    **self._zeros(prepared),
+                ),
+                bar,
+            )
             return
-        except Exception as exc:  # an engine error on one request costs that request only
-            self._finish(failure_record(item, "engine", f"{type(exc).__name__}: {exc}", **self._zeros(prepared)), bar)
+        except Exception as exc:  # an error on one request costs that request only
+            # The shared builder rejects frames/placeholders that disagree before vLLM sees them.
+            kind = "prompt" if isinstance(exc, PlaceholderMismatchError | MediaInputError) else "engine"
+            self._finish(
+                failure_record(item, kind, f"{type(exc).__name__}: {exc}", **self._zeros(prepared)), bar
+            )
             return
         generate_s = time.perf_counter() - started
         self.stats["generate_s"] += generate_s
         completion = result.completions[0]
         loop = asyncio.get_running_loop()
         try:
-            record = await loop.run_in_executor(score_pool, scored_record, plan.bench, item, completion.text, self.ctx,
-                                                prepared.metas)
+            record = await loop.run_in_executor(
+                score_pool, scored_record, plan.bench, item, completion.text, self.ctx, prepared.metas
+            )
         except Exception as exc:  # ScoringFailure (judge down) or a scorer bug: counted as wrong
-            self._finish(failure_record(item, "scoring", f"{type(exc).__name__}: {exc}", response=completion.text,
-                                        **self._zeros(prepared)), bar)
+            self._finish(
+                failure_record(
+                    item,
+                    "scoring",
+                    f"{type(exc).__name__}: {exc}",
+                    response=completion.text,
+                    **self._zeros(prepared),
+                ),
+                bar,
+            )
             return
-        record.update(finish_reason=completion.finish_reason, prompt_tokens=len(result.prompt_token_ids),
-                      output_tokens=len(completion.token_ids), visual_tokens=result.num_visual_tokens,
-                      frames=[m.num_frames for m in prepared.metas], load_s=round(prepared.load_s, 4),
-                      generate_s=round(generate_s, 4))
+        record.update(
+            prompt=prepared.request.messages,
+            finish_reason=completion.finish_reason,
+            prompt_tokens=len(result.prompt_token_ids),
+            output_tokens=len(completion.token_ids),
+            visual_tokens=result.num_visual_tokens,
+            frames=[m.num_frames for m in prepared.metas],
+            load_s=round(prepared.load_s, 4),
+            generate_s=round(generate_s, 4),
+        )
         self._finish(record, bar)
 
     def _zeros(self, prepared: Prepared) -> dict[str, Any]:
-        return zero_values(prepared.plan.bench, prepared.item, self.ctx)
+        """A failed item's zero values, and its prompt when it got that far."""
+        prompt = prepared.request.messages if prepared.request is not None else None
+        return {**zero_values(prepared.plan.bench, prepared.item, self.ctx), "prompt": prompt}
 
     def _finish(self, record: dict[str, Any], bar: tqdm) -> None:
         if record["status"] != "ok":
             self.stats["failed"] += 1
-            event(log, "eval_sample_failed", key=f"{record['benchmark']}/{record['id']}",
-                  kind=record["failure"]["kind"], message=record["failure"]["message"][:300])
+            event(
+                log,
+                "eval_sample_failed",
+                key=f"{record['benchmark']}/{record['id']}",
+                kind=record["failure"]["kind"],
+                message=record["failure"]["message"][:300],
+            )
         self.results.append(record)
         bar.update(1)
         if self.on_record is not None:
@@ -241,15 +301,26 @@ def zero_values(bench: Benchmark, item: EvalItem, ctx: ScoringContext) -> dict[s
     return {"values": {name: 0.0 for name in kinds}, "kinds": kinds}
 
 
-def scored_record(bench: Benchmark, item: EvalItem, response: str, ctx: ScoringContext,
-                  metas: list[VideoMetadata] | tuple = ()) -> dict[str, Any]:
+def scored_record(
+    bench: Benchmark,
+    item: EvalItem,
+    response: str,
+    ctx: ScoringContext,
+    metas: list[VideoMetadata] | tuple = (),
+) -> dict[str, Any]:
     """The record of a scored response (raises when scoring fails)."""
     scored = bench.score(item, response, ctx, metas)
     kinds = bench.metrics_for(item, ctx)
     record = base_record(item)
-    record.update(status="ok", response=response, prediction=_jsonable(scored.prediction), values=scored.values,
-                  kinds={name: kinds.get(name, "accuracy") for name in scored.values}, scoring=scored.scoring,
-                  details=_jsonable({k: v for k, v in scored.details.items() if k != "reply"}))
+    record.update(
+        status="ok",
+        response=response,
+        prediction=_jsonable(scored.prediction),
+        values=scored.values,
+        kinds={name: kinds.get(name, "accuracy") for name in scored.values},
+        scoring=scored.scoring,
+        details=_jsonable({k: v for k, v in scored.details.items() if k != "reply"}),
+    )
     return record
 
 

@@ -16,8 +16,13 @@ from easyvideor1.eval.types import METRIC_KINDS, EvalError
 REPORT_JSON, REPORT_MD, REPORT_PNG = "report.json", "report.md", "report.png"
 
 
-def write_report(out_dir: Path, settings: dict[str, Any], summaries: dict[str, Any], records: list[dict[str, Any]],
-                 run: dict[str, Any]) -> dict[str, Path]:
+def write_report(
+    out_dir: Path,
+    settings: dict[str, Any],
+    summaries: dict[str, Any],
+    records: list[dict[str, Any]],
+    run: dict[str, Any],
+) -> dict[str, Path]:
     out_dir = Path(out_dir)
     records = sorted(records, key=lambda r: (r["benchmark"], str(r["id"])))
     report = {"settings": settings, "run": run, "summaries": summaries, "records": records}
@@ -36,22 +41,36 @@ def markdown(report: dict[str, Any]) -> str:
     settings, summaries, run = report["settings"], report["summaries"], report["run"]
     lines = [f"# Evaluation of `{settings.get('model')}`", ""]
     sampling = settings.get("sampling", {})
-    lines += [f"- family: {settings.get('family')}; prompt style: {settings.get('prompt_style')}; "
-              f"decoding: {'greedy' if sampling.get('temperature') == 0 else 'sampled'} "
-              f"(temperature {sampling.get('temperature')}, max_tokens {sampling.get('max_tokens')})",
-              f"- judge: {settings.get('judge') or 'none (rule-based fallback for open-ended items)'}",
-              f"- frame store: {settings.get('store') or 'none (decoded on the fly)'}",
-              f"- this invocation: {run.get('samples', 0)} samples in {run.get('wall_s', 0):.1f} s"
-              f"{' (resumed)' if run.get('resumed') else ''}; values are percentages", ""]
+    lines += [
+        f"- family: {settings.get('family')}; prompt style: {settings.get('prompt_style')}; "
+        f"decoding: {'greedy' if sampling.get('temperature') == 0 else 'sampled'} "
+        f"(temperature {sampling.get('temperature')}, max_tokens {sampling.get('max_tokens')})",
+        f"- judge: {settings.get('judge') or 'none (rule-based fallback for open-ended items)'}",
+        f"- frame store: {settings.get('store') or 'none (decoded on the fly)'}",
+        f"- this invocation: {run.get('samples', 0)} samples in {run.get('wall_s', 0):.1f} s"
+        f"{' (resumed)' if run.get('resumed') else ''}; values are percentages",
+        "",
+    ]
     lines += ["## Summary", ""]
     for kind in METRIC_KINDS:
-        rows = [(name, metric, m) for name, s in summaries.items() for metric, m in s["metrics"].items()
-                if m["kind"] == kind]
+        rows = [
+            (name, metric, m)
+            for name, s in summaries.items()
+            for metric, m in s["metrics"].items()
+            if m["kind"] == kind
+        ]
         if not rows:
             continue
-        lines += [f"### {kind} metrics", "", "| benchmark | metric | value | n | failed |", "|---|---|---|---|---|"]
+        lines += [
+            f"### {kind} metrics",
+            "",
+            "| benchmark | metric | value | n | failed |",
+            "|---|---|---|---|---|",
+        ]
         for name, metric, m in rows:
-            lines.append(f"| {name} | {metric} | {_pct(m['value'], kind)} | {m['n']} | {summaries[name]['n_failed']} |")
+            lines.append(
+                f"| {name} | {metric} | {_pct(m['value'], kind)} | {m['n']} | {summaries[name]['n_failed']} |"
+            )
         lines.append("")
     for name, summary in summaries.items():
         lines += _benchmark_section(name, summary, settings.get("benchmarks", {}).get(name, {}))
@@ -62,16 +81,20 @@ def _benchmark_section(name: str, summary: dict[str, Any], bench_settings: dict[
     lines = [f"## {summary.get('title') or name} (`{name}`)", ""]
     video = bench_settings.get("video") or {}
     if video:
-        lines.append(f"frames: fps {video.get('fps')}, {video.get('min_frames')}-{video.get('max_frames')} frames, "
-                     f"{video.get('min_pixels')}-{video.get('max_pixels')} pixels per frame; "
-                     f"data: `{bench_settings.get('root')}`")
+        lines.append(
+            f"frames: fps {video.get('fps')}, {video.get('min_frames')}-{video.get('max_frames')} frames, "
+            f"{video.get('min_pixels')}-{video.get('max_pixels')} pixels per frame; "
+            f"data: `{bench_settings.get('root')}`"
+        )
         lines.append("")
     lines += ["| metric | kind | value | n |", "|---|---|---|---|"]
     for metric, m in summary["metrics"].items():
         lines.append(f"| {metric} | {m['kind']} | {_pct(m['value'], m['kind'])} | {m['n']} |")
     lines.append("")
-    lines.append(f"{summary['n']} items, {summary['n_failed']} failed (counted as wrong)"
-                 + (f": {summary['failures_by_kind']}" if summary["n_failed"] else ""))
+    lines.append(
+        f"{summary['n']} items, {summary['n_failed']} failed (counted as wrong)"
+        + (f": {summary['failures_by_kind']}" if summary["n_failed"] else "")
+    )
     if summary.get("scoring"):
         lines.append(f"scoring: {summary['scoring']}")
     for note in summary.get("notes", []):
@@ -79,8 +102,12 @@ def _benchmark_section(name: str, summary: dict[str, Any], bench_settings: dict[
     lines.append("")
     for field_name, groups in summary.get("categories", {}).items():
         metrics = sorted({m for g in groups.values() for m in g})
-        lines += [f"### by {field_name}", "", "| " + " | ".join([field_name, *metrics, "n"]) + " |",
-                  "|" + "---|" * (len(metrics) + 2)]
+        lines += [
+            f"### by {field_name}",
+            "",
+            "| " + " | ".join([field_name, *metrics, "n"]) + " |",
+            "|" + "---|" * (len(metrics) + 2),
+        ]
         for value, group in groups.items():
             cells = [_pct(group[m]["value"], group[m]["kind"]) if m in group else "" for m in metrics]
             count = max((g["n"] for g in group.values()), default=0)
@@ -104,11 +131,25 @@ def plot(summaries: dict[str, Any], path: Path, title: str = "") -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [(kind, [(f"{name}\n{metric}", m["value"]) for name, s in summaries.items()
-                      for metric, m in s["metrics"].items() if m["kind"] == kind]) for kind in METRIC_KINDS]
+    panels = [
+        (
+            kind,
+            [
+                (f"{name}\n{metric}", m["value"])
+                for name, s in summaries.items()
+                for metric, m in s["metrics"].items()
+                if m["kind"] == kind
+            ],
+        )
+        for kind in METRIC_KINDS
+    ]
     panels = [(kind, bars) for kind, bars in panels if bars]
-    fig, axes = plt.subplots(len(panels) or 1, 1, figsize=(max(6.0, 0.9 * max((len(b) for _, b in panels), default=1)),
-                                                            3.2 * max(1, len(panels))), squeeze=False)
+    fig, axes = plt.subplots(
+        len(panels) or 1,
+        1,
+        figsize=(max(6.0, 0.9 * max((len(b) for _, b in panels), default=1)), 3.2 * max(1, len(panels))),
+        squeeze=False,
+    )
     for ax, (kind, bars) in zip(axes[:, 0], panels):
         labels, values = zip(*bars)
         ax.bar(range(len(values)), [100 * v for v in values], color="#4c72b0")
@@ -134,8 +175,9 @@ def load_report(run: str | Path) -> dict[str, Any]:
     try:
         report = json.loads(path.read_text())
     except FileNotFoundError:
-        raise EvalError(f"{path}: no evaluation report (run evr1 eval first, or give the run's --out folder)") \
-            from None
+        raise EvalError(
+            f"{path}: no evaluation report (run evr1 eval first, or give the run's --out folder)"
+        ) from None
     except json.JSONDecodeError as exc:
         raise EvalError(f"{path}: not a valid report ({exc})") from None
     if not isinstance(report, dict) or "summaries" not in report:
@@ -154,10 +196,20 @@ def compare_rows(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
             scopes += [(field_name, value, ga[value], gb[value]) for value in sorted(set(ga) & set(gb))]
         for scope, value, ma, mb in scopes:
             for metric in [m for m in ma if m in mb and ma[m]["kind"] == mb[m]["kind"]]:
-                rows.append({"benchmark": name, "scope": scope, "category": value, "metric": metric,
-                             "kind": ma[metric]["kind"], "a": ma[metric]["value"], "b": mb[metric]["value"],
-                             "delta": mb[metric]["value"] - ma[metric]["value"], "n_a": ma[metric]["n"],
-                             "n_b": mb[metric]["n"]})
+                rows.append(
+                    {
+                        "benchmark": name,
+                        "scope": scope,
+                        "category": value,
+                        "metric": metric,
+                        "kind": ma[metric]["kind"],
+                        "a": ma[metric]["value"],
+                        "b": mb[metric]["value"],
+                        "delta": mb[metric]["value"] - ma[metric]["value"],
+                        "n_a": ma[metric]["n"],
+                        "n_b": mb[metric]["n"],
+                    }
+                )
     return rows
 
 
@@ -176,8 +228,16 @@ def compare_markdown(run_a: str | Path, run_b: str | Path) -> str:
     for row in rows:
         if row["benchmark"] != current:
             current = row["benchmark"]
-            lines += ["", f"## {current}", "", "| scope | category | metric | kind | A | B | delta | n A | n B |",
-                      "|---|---|---|---|---|---|---|---|---|"]
-        lines.append(f"| {row['scope']} | {row['category']} | {row['metric']} | {row['kind']} | {100 * row['a']:.2f} | "
-                     f"{100 * row['b']:.2f} | {100 * row['delta']:+.2f} | {row['n_a']} | {row['n_b']} |")
+            lines += [
+                "",
+                f"## {current}",
+                "",
+                "| scope | category | metric | kind | A | B | delta | n A | n B |",
+                "|---|---|---|---|---|---|---|---|---|",
+            ]
+        lines.append(
+            f"| {row['scope']} | {row['category']} | {row['metric']} | {row['kind']} | "
+            f"{100 * row['a']:.2f} | "
+            f"{100 * row['b']:.2f} | {100 * row['delta']:+.2f} | {row['n_a']} | {row['n_b']} |"
+        )
     return "\n".join(lines) + "\n"

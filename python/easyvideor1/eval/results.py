@@ -58,7 +58,9 @@ def read_results(path: Path, *, repair: bool = False) -> list[dict[str, Any]]:
                     with open(path, "r+b") as handle:
                         handle.truncate(good_end)
                 break
-            raise EvalError(f"{path}:{number}: corrupt result record ({exc}); fix or remove the line") from None
+            raise EvalError(
+                f"{path}:{number}: corrupt result record ({exc}); fix or remove the line"
+            ) from None
         records.append(record)
         good_end += len(raw) + (0 if is_last else 1)
     return records
@@ -70,8 +72,10 @@ def _comparable(settings: dict[str, Any]) -> dict[str, Any]:
     out = {k: settings.get(k) for k in keep}
     if isinstance(out["engine_args"], dict):  # concurrency does not change greedy results
         out["engine_args"] = {k: v for k, v in out["engine_args"].items() if k != "max_num_seqs"}
-    out["benchmarks"] = {name: {"video": b.get("video"), "image": b.get("image")}
-                         for name, b in (settings.get("benchmarks") or {}).items()}
+    out["benchmarks"] = {
+        name: {"video": b.get("video"), "image": b.get("image")}
+        for name, b in (settings.get("benchmarks") or {}).items()
+    }
     return out
 
 
@@ -86,7 +90,11 @@ def settings_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 def _diff(a: Any, b: Any, prefix: str) -> list[str]:
     if isinstance(a, dict) and isinstance(b, dict):
-        return [line for key in sorted(set(a) | set(b)) for line in _diff(a.get(key), b.get(key), f"{prefix}{key}.")]
+        return [
+            line
+            for key in sorted(set(a) | set(b))
+            for line in _diff(a.get(key), b.get(key), f"{prefix}{key}.")
+        ]
     if a != b:
         return [f"{prefix.rstrip('.')}: {json.dumps(a, default=str)} -> {json.dumps(b, default=str)}"]
     return []
@@ -109,15 +117,21 @@ class ResultsLog:
         settings = json.loads(json.dumps(settings, default=str))  # compare as stored (tuples -> lists)
         if self.path.exists() and self.path.stat().st_size and not resume:
             self.close()
-            raise EvalError(f"{self.path} already has results: pass --resume to continue that run, or choose "
-                            "another --out")
+            raise EvalError(
+                f"{self.path} already has results: pass --resume to continue that run, or choose "
+                "another --out"
+            )
         if resume and run_file.exists():
             previous = json.loads(run_file.read_text())
             diffs = settings_differences(previous, settings)
             if diffs:
                 self.close()
-                raise EvalError("cannot resume: settings differ from the run in " + str(run_file) + ":\n  "
-                                + "\n  ".join(diffs))
+                raise EvalError(
+                    "cannot resume: settings differ from the run in "
+                    + str(run_file)
+                    + ":\n  "
+                    + "\n  ".join(diffs)
+                )
         self.records = read_results(self.path, repair=True) if resume else []
         self.done = {record_key(r) for r in self.records}
         run_file.write_text(json.dumps(settings, indent=2, default=str))

@@ -45,11 +45,14 @@ class EvalConfig:
     write_back: bool = False
     max_in_flight: int = 16
     io_workers: int = 4
+    min_batch: int = 1
     limit: int | None = None
     resume: bool = False
     video: dict[str, Any] = field(default_factory=dict)
     image: dict[str, Any] = field(default_factory=dict)
-    sampling: SamplingConfig = field(default_factory=lambda: SamplingConfig(max_tokens=512, temperature=0.0, seed=0))
+    sampling: SamplingConfig = field(
+        default_factory=lambda: SamplingConfig(max_tokens=512, temperature=0.0, seed=0)
+    )
     prompt_style: str = "direct"
     request_timeout_s: float = 600.0
     judge: dict[str, Any] | None = None
@@ -103,13 +106,19 @@ def build_plans(config: EvalConfig, factor: int) -> tuple[list[BenchPlan], dict[
         params = video_params(bench.video_defaults, config.video, factor)
         loader = FrameLoader(store, params, image, write_back=config.write_back)
         plans.append(BenchPlan(bench, root, items, loader))
-        per_bench[name] = {"root": str(root), "items": len(items), "video": params.as_dict(),
-                           "image": image.as_dict(), "annotation": bench.annotation}
+        per_bench[name] = {
+            "root": str(root),
+            "items": len(items),
+            "video": params.as_dict(),
+            "image": image.as_dict(),
+            "annotation": bench.annotation,
+        }
     return plans, per_bench
 
 
-def run_eval(config: EvalConfig, engine: Any = None, *,
-             on_record: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+def run_eval(
+    config: EvalConfig, engine: Any = None, *, on_record: Callable[[dict[str, Any]], None] | None = None
+) -> dict[str, Any]:
     """Run (or resume) an evaluation; returns ``{"summaries", "paths", "run"}``.
 
     ``engine``: an :class:`~easyvideor1.eval.engine.AsyncEvalEngine` to reuse (tests share
@@ -138,17 +147,33 @@ def run_settings(config: EvalConfig, engine: Any, family: str, per_bench: dict[s
     if config.judge:
         judge = {k: v for k, v in config.judge.items() if "key" not in k.lower()}  # never store secrets
     return {
-        "model": str(Path(config.model).resolve()), "family": family, "benchmarks": per_bench,
-        "sampling": dataclasses.asdict(config.sampling), "prompt_style": config.prompt_style, "judge": judge,
-        "engine_args": engine_settings.get("args"), "engine": engine_settings.get("engine"),
-        "verify_prompts": engine_settings.get("verify_prompts"), "versions": engine_settings.get("versions"),
-        "store": config.store, "write_back": config.write_back, "max_in_flight": config.max_in_flight,
-        "io_workers": config.io_workers, "request_timeout_s": config.request_timeout_s, "limit": config.limit,
+        "model": str(Path(config.model).resolve()),
+        "family": family,
+        "benchmarks": per_bench,
+        "sampling": dataclasses.asdict(config.sampling),
+        "prompt_style": config.prompt_style,
+        "judge": judge,
+        "engine_args": engine_settings.get("args"),
+        "engine": engine_settings.get("engine"),
+        "verify_prompts": engine_settings.get("verify_prompts"),
+        "versions": engine_settings.get("versions"),
+        "store": config.store,
+        "write_back": config.write_back,
+        "max_in_flight": config.max_in_flight,
+        "io_workers": config.io_workers,
+        "min_batch": config.min_batch,
+        "request_timeout_s": config.request_timeout_s,
+        "limit": config.limit,
     }
 
 
-def _run(config: EvalConfig, engine: Any, plans: list[BenchPlan], settings: dict[str, Any],
-         on_record: Callable[[dict[str, Any]], None] | None) -> dict[str, Any]:
+def _run(
+    config: EvalConfig,
+    engine: Any,
+    plans: list[BenchPlan],
+    settings: dict[str, Any],
+    on_record: Callable[[dict[str, Any]], None] | None,
+) -> dict[str, Any]:
     ctx = ScoringContext(judge=config.judge, reward_config=RewardConfig(timeout_s=config.request_timeout_s))
     renderer = None
     if config.prompt_style == "reasoning":
@@ -158,20 +183,34 @@ def _run(config: EvalConfig, engine: Any, plans: list[BenchPlan], settings: dict
     with ResultsLog(config.out_dir, settings, resume=config.resume) as results:
         previous = len(results.records)
         pending = [(plan, item) for plan in plans for item in plan.items if item.key not in results.done]
-        event(log, "eval_start", benchmarks=list(config.benchmarks), pending=len(pending), already_done=previous)
-        options = StageOptions(max_in_flight=config.max_in_flight, io_workers=config.io_workers,
-                               request_timeout_s=config.request_timeout_s, prompt_style=config.prompt_style,
-                               progress=config.progress)
+        event(
+            log, "eval_start", benchmarks=list(config.benchmarks), pending=len(pending), already_done=previous
+        )
+        options = StageOptions(
+            max_in_flight=config.max_in_flight,
+            io_workers=config.io_workers,
+            min_batch=config.min_batch,
+            request_timeout_s=config.request_timeout_s,
+            prompt_style=config.prompt_style,
+            progress=config.progress,
+        )
         pipeline = Pipeline(engine, results, config.sampling, ctx, options, renderer, on_record)
         started = time.time()
-        stats = asyncio.run(pipeline.run(pending))
+        # On the engine's own loop when it has one (no thread hop per request).
+        runner = getattr(engine, "run", None)
+        stats = runner(pipeline.run(pending)) if callable(runner) else asyncio.run(pipeline.run(pending))
         wanted = {item.key for plan in plans for item in plan.items}
         records = [r for r in results.records if record_key(r) in wanted]
     missing = wanted - {record_key(r) for r in records}
     if missing:  # cannot happen unless the pipeline lost a sample: never report a short denominator
         raise EvalError(f"{len(missing)} item(s) have no result: {sorted(missing)[:5]}")
-    run = {**stats, "started": started, "resumed": config.resume, "records_before": previous,
-           "cache": {plan.bench.name: plan.loader.stats() for plan in plans}}
+    run = {
+        **stats,
+        "started": started,
+        "resumed": config.resume,
+        "records_before": previous,
+        "cache": {plan.bench.name: plan.loader.stats() for plan in plans},
+    }
     summaries = {}
     for plan in plans:
         mine = [r for r in records if r["benchmark"] == plan.bench.name]

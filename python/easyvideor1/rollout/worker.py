@@ -10,16 +10,14 @@ task is dropped by the queue). A task that cannot be used (malformed payload or 
 that fails alone) is nacked with the reason, and dead-lettered after the queue's max attempts.
 
 Run as a process: ``python -m easyvideor1.rollout.worker --model DIR --queue URL ...``
-(``--help``); the Ray Serve pool (services/rollout) wraps the same class.
+(``--help``, rollout/worker_cli.py); the Ray Serve pool (services/rollout) wraps the same class.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
-import signal
 import socket
 import threading
 import time
@@ -37,7 +35,7 @@ from easyvideor1.rollout.base import RolloutEngine
 from easyvideor1.rollout.weight_follow import EngineWeights
 from easyvideor1.rollout.wire import RolloutTask, TaskError, filtered_payload, parse_task, result_payload
 
-log = get_logger(__name__)
+log = get_logger("rollout.worker")
 # Worker counter -> FrameLoader counter.
 _LOADER_COUNTERS = {"frame_hits": "hits", "frame_decodes": "misses", "frame_store_errors": "fallbacks_store_error"}
 
@@ -47,14 +45,20 @@ class WorkerSettings:
     consumer: str = ""
     batch_size: int = 8
     block_s: float = 1.0
+    linger_s: float = 0.05  # after the first task, how long to wait for more to fill the batch
     reward_patience_s: float = 120.0  # how long scoring is retried while the reward service is down
     max_model_len: int | None = None  # prompts that cannot fit beside max_tokens are filtered
     status_file: str | None = None
-    max_consecutive_errors: int = 20
+    max_consecutive_errors: int = 20  # loop errors in a row before the worker reports itself failed
+    max_task_failures: int = 5  # tasks in a row failing alone (a broken engine) before the same
 
     def __post_init__(self) -> None:
         if not self.consumer:
             self.consumer = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+class WorkerBroken(RuntimeError):
+    """The worker cannot do any task (its engine fails on each alone): it stops and reports failed."""
 
 
 class PatientRewards(RewardClient):
@@ -106,6 +110,7 @@ class RolloutWorker:
         self._loaders: dict[str, FrameLoader] = {}
         self._thread: threading.Thread | None = None
         self._status_written = 0.0
+        self._task_failures = 0
 
     # ---- lifecycle ------------------------------------------------------------------------
     def start(self) -> threading.Thread:
@@ -138,6 +143,10 @@ class RolloutWorker:
                 except QueueUnavailableError as exc:
                     self.state, self.last_error = "waiting_for_queue", str(exc)
                     self.counters["queue_outages"] += 1
+                except WorkerBroken as exc:  # e.g. a dead engine: stop taking tasks, let a supervisor replace us
+                    self.state, self.last_error = "failed", str(exc)
+                    log.error("rollout worker gives up: %s", exc)
+                    return
                 except Exception as exc:
                     errors += 1
                     self.state, self.last_error = "error", f"{type(exc).__name__}: {exc}"
@@ -161,10 +170,18 @@ class RolloutWorker:
         """Lease and handle one batch; returns the number of messages handled."""
         self.state = "ready"
         self._write_status()
-        messages = self.queue.get(self.settings.consumer, count=self.settings.batch_size,
-                                  block_s=self.settings.block_s)
+        batch, consumer = self.settings.batch_size, self.settings.consumer
+        messages = self.queue.get(consumer, count=batch, block_s=self.settings.block_s)
         if not messages:
             return 0
+        # Tasks of one round arrive one put at a time: wait a moment for the rest of a batch,
+        # since one engine call for many prompts costs little more than for one.
+        deadline = time.monotonic() + self.settings.linger_s
+        while len(messages) < batch and (left := deadline - time.monotonic()) > 0:
+            more = self.queue.get(consumer, count=batch - len(messages), block_s=left)
+            if not more:
+                break
+            messages += more
         self.state, self._holding = "working", [m.task_id for m in messages]
         self._write_status(force=True)
         try:
@@ -236,7 +253,11 @@ class RolloutWorker:
                     self._run_batch([item])
                 return
             self._nack(batch[0][0], f"rollout failed: {type(exc).__name__}: {exc}")
+            self._task_failures += 1
+            if self._task_failures >= self.settings.max_task_failures:
+                raise WorkerBroken(f"{self._task_failures} tasks in a row failed alone; last: {exc}") from exc
             return
+        self._task_failures = 0
         after = loader.stats()
         deltas = {name: after[field] - before[field] for name, field in _LOADER_COUNTERS.items()}
         for name, value in deltas.items():
@@ -244,6 +265,8 @@ class RolloutWorker:
         share = 1.0 / len(batch)  # per-task share of the batch's counters: their sum is the batch's
         counters = {name: value * share for name, value in deltas.items()}
         counters["seconds"] = (time.perf_counter() - started) * share
+        event(log, "rollout_batch_done", tasks=len(batch), groups=len(result.groups), filtered=len(result.filtered),
+              version=version, seconds=round(time.perf_counter() - started, 3), **result.timings)
         groups = {g.uid: g for g in result.groups}
         filtered = dict(result.filtered)
         common = {"worker": self.settings.consumer, "board": first.weights.board, "counters": counters}
@@ -324,74 +347,7 @@ class RolloutWorker:
         os.replace(tmp, path)
 
 
-def open_engine(kind: str, model_dir: str, *, max_model_len: int, seed: int = 0) -> RolloutEngine:
-    """The worker's engine: vLLM (default) or transformers."""
-    if kind == "hf":
-        from easyvideor1.rollout.hf_engine import HFEngine
+if __name__ == "__main__":  # python -m easyvideor1.rollout.worker
+    from easyvideor1.rollout.worker_cli import main
 
-        return HFEngine(model_dir)
-    from easyvideor1.rollout.vllm_engine import VLLMEngine
-
-    return VLLMEngine(model_dir, max_model_len=max_model_len, seed=seed)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m easyvideor1.rollout.worker",
-                                description="Rollout worker: tasks from the work queue -> scored groups.")
-    p.add_argument("--model", required=True, help="model directory of the engine (the run's base model)")
-    p.add_argument("--queue", required=True, help="work queue URL (redis://host:port/db)")
-    p.add_argument("--namespace", default="default", help="queue namespace (distributed.namespace)")
-    p.add_argument("--reward-url", default="inprocess", help="reward service URL, or 'inprocess'")
-    p.add_argument("--frame-store", default=None, help="frame store: http(s):// frame-cache service, s3://, or a dir")
-    p.add_argument("--weights-store", default=None, help="root of the weights store (s3://bucket/prefix or a dir)")
-    p.add_argument("--engine", choices=["vllm", "hf"], default="vllm")
-    p.add_argument("--max-model-len", type=int, default=4096)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--batch-size", type=int, default=8, help="tasks leased per engine call")
-    p.add_argument("--visibility-timeout", type=float, default=300.0,
-                   help="seconds before a leased, unacked task is delivered to another worker")
-    p.add_argument("--max-attempts", type=int, default=3, help="deliveries before a task is dead-lettered")
-    p.add_argument("--weights-timeout", type=float, default=300.0, help="wait for a wanted policy version")
-    p.add_argument("--reward-patience", type=float, default=120.0, help="retry scoring this long")
-    p.add_argument("--status-file", default=None, help="write the worker's status JSON here")
-    p.add_argument("--consumer", default="", help="consumer name (default host-pid-random)")
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    from easyvideor1.cache import open_store
-    from easyvideor1.queue import open_queue
-    from easyvideor1.rewards.client import open_reward_client
-
-    args = build_parser().parse_args(argv)
-    engine = open_engine(args.engine, args.model, max_model_len=args.max_model_len, seed=args.seed)
-    queue = open_queue(args.queue, args.namespace, visibility_timeout_s=args.visibility_timeout,
-                       max_attempts=args.max_attempts)
-    store = open_store(args.frame_store) if args.frame_store else None
-    weights = EngineWeights(engine, args.model, board_url=args.queue, namespace=args.namespace,
-                            weights_root=args.weights_store, timeout_s=args.weights_timeout)
-    settings = WorkerSettings(consumer=args.consumer, batch_size=args.batch_size, reward_patience_s=args.reward_patience,
-                              max_model_len=args.max_model_len, status_file=args.status_file)
-    worker = RolloutWorker(engine, queue, open_reward_client(args.reward_url), frame_store=store, weights=weights,
-                           settings=settings)
-
-    def stop(signum, _frame) -> None:
-        event(log, "rollout_worker_stopping", signal=signal.Signals(signum).name)
-        worker.stop_event.set()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    try:
-        worker.run()
-    finally:
-        queue.close()
-        worker.rewards.close()
-        weights.close()
-        if store is not None:
-            store.close()
-        engine.close()
-    return 1 if worker.state == "failed" else 0
-
-
-if __name__ == "__main__":
     raise SystemExit(main())

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from easyvideor1.algos.mix_policy import MixPolicyConfig
-from easyvideor1.cache import FrameLoader, open_store
+from easyvideor1.cache import FrameLoader
 from easyvideor1.config.schema import RunConfig
 from easyvideor1.data import Sample
 from easyvideor1.errors import ConfigError, EasyVideoR1Error
@@ -351,7 +351,14 @@ def build_remote_parts(cfg: RunConfig, builder: PromptBuilder, loader: FrameLoad
         raise ConfigError(f"distributed mode needs distributed.{' and distributed.'.join(missing)} "
                           "(or a cluster started with `evr1 up`)")
     if loader.store is None and dist.frame_cache_url:
-        loader.store = open_store(dist.frame_cache_url)  # the trainer reads the frames the pool reads
+        # The trainer reads the frames the pool reads: warm the service's cache (as build_frame_loader
+        # does for a configured store) and read through it.
+        from easyvideor1.train.media import build_frame_loader
+
+        served = build_frame_loader(cfg.model_copy(update={"data": cfg.data.model_copy(update={
+            "frame_cache": cfg.data.frame_cache.model_copy(update={"store": dist.frame_cache_url})})}),
+            builder.family)
+        loader.store, loader.index = served.store, served.index
     identity = RunIdentity.for_run(cfg)
     queue = open_queue(dist.queue_url, dist.namespace)
     stage = RemoteRolloutStage(queue, builder, loader, renderer, identity, max_prompt_length=max_prompt_length,

@@ -35,20 +35,31 @@ class CharadesSTA(Benchmark):
             head, sep, sentence = line.partition("##")
             parts = head.split()
             if not sep or len(parts) != 3 or not sentence.strip():
-                raise AnnotationError(str(path), number, None, "expected '<video_id> <start> <end>##<sentence>'")
+                raise AnnotationError(
+                    str(path), number, None, "expected '<video_id> <start> <end>##<sentence>'"
+                )
             try:
                 start, end = float(parts[1]), float(parts[2])
             except ValueError:
-                raise AnnotationError(str(path), number, "start/end", f"not numbers: {parts[1]!r} {parts[2]!r}") \
-                    from None
+                raise AnnotationError(
+                    str(path), number, "start/end", f"not numbers: {parts[1]!r} {parts[2]!r}"
+                ) from None
             if not 0 <= start <= end:
-                raise AnnotationError(str(path), number, "start/end", f"need 0 <= start <= end, got {start} {end}")
+                raise AnnotationError(
+                    str(path), number, "start/end", f"need 0 <= start <= end, got {start} {end}"
+                )
             sentence = sentence.strip().rstrip(".")
-            items.append(EvalItem(
-                benchmark=self.name, id=f"{parts[0]}/{number}", problem_type="temporal grounding",
-                question=f'When does "{sentence}" happen in the video?', answer=[start, end],
-                videos=(find_video(root, ("videos", "Charades_v1_480", ""), parts[0]),), source=f"{path}:{number}",
-            ))
+            items.append(
+                EvalItem(
+                    benchmark=self.name,
+                    id=f"{parts[0]}/{number}",
+                    problem_type="temporal grounding",
+                    question=f'When does "{sentence}" happen in the video?',
+                    answer=[start, end],
+                    videos=(find_video(root, ("videos", "Charades_v1_480", ""), parts[0]),),
+                    source=f"{path}:{number}",
+                )
+            )
         return items
 
     def extra_metrics(self, records, summary) -> None:

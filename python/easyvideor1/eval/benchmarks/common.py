@@ -36,7 +36,9 @@ INSTRUCTIONS = {
     "open-ended": "Answer concisely.",
     "spatial grounding": "Give the box as [x1, y1, x2, y2] in pixels.",
     "tracking": 'Give the boxes as {"<seconds>": [x1, y1, x2, y2], ...}.',
-    "spatial-temporal grounding": 'Answer as {"time": [start, end], "boxes": {"<seconds>": [x1, y1, x2, y2], ...}}.',
+    "spatial-temporal grounding": (
+        'Answer as {"time": [start, end], "boxes": {"<seconds>": [x1, y1, x2, y2], ...}}.'
+    ),
 }
 
 
@@ -68,7 +70,12 @@ def default_prompt(item: EvalItem, style: str, renderer: Any = None, *, hint: st
     pt = canonical_problem_type(item.problem_type)
     if style == "reasoning":
         problem = media_prefix(item) + item.question + (f"\n{hint}" if hint else "")
-        fields = {"problem": problem, "problem_type": pt, "videos": list(item.videos), "images": list(item.images)}
+        fields = {
+            "problem": problem,
+            "problem_type": pt,
+            "videos": list(item.videos),
+            "images": list(item.images),
+        }
         if item.options:
             fields["options"] = list(item.options)
         return renderer.render(fields)
@@ -99,13 +106,22 @@ def ground_truth_text(answer: Any) -> str:
     return answer if isinstance(answer, str) else json.dumps(answer)
 
 
-def reward(item: EvalItem, response: str, ctx: ScoringContext, problem_type: str | None = None,
-           answer: Any = None, options: Sequence[str] | None = None, config: RewardConfig | None = None):
+def reward(
+    item: EvalItem,
+    response: str,
+    ctx: ScoringContext,
+    problem_type: str | None = None,
+    answer: Any = None,
+    options: Sequence[str] | None = None,
+    config: RewardConfig | None = None,
+):
     """``rewards.score`` for this item; a scorer error becomes :class:`ScoringFailure`."""
     request = ScoreRequest(
-        response=response, ground_truth=ground_truth_text(item.answer if answer is None else answer),
+        response=response,
+        ground_truth=ground_truth_text(item.answer if answer is None else answer),
         problem_type=problem_type or item.problem_type,
-        options=tuple(options) if options is not None else item.options, problem=item.question,
+        options=tuple(options) if options is not None else item.options,
+        problem=item.question,
     )
     result = score(request, config or ctx.reward_config)
     if result.error:
@@ -141,13 +157,18 @@ def score_open(item: EvalItem, response: str, ctx: ScoringContext, reference: st
     reference = reference if reference is not None else ground_truth_text(item.answer)
     generation = item.meta.get("open") == "generation"
     if ctx.judge:
-        config = RewardConfig(scorer_options={"open-ended": {"judge": ctx.judge}},
-                              timeout_s=ctx.reward_config.timeout_s)
+        config = RewardConfig(
+            scorer_options={"open-ended": {"judge": ctx.judge}}, timeout_s=ctx.reward_config.timeout_s
+        )
         result = reward(item, response, ctx, "open-ended", reference, config=config)
         judged = result.accuracy
         values = {"judge_score": judged} if generation else {"accuracy": float(judged >= 0.5)}
-        return ItemScore(values, result.details.get("extracted"), {**result.details, "judge_score": judged},
-                         scoring="judge")
+        return ItemScore(
+            values,
+            result.details.get("extracted"),
+            {**result.details, "judge_score": judged},
+            scoring="judge",
+        )
     result = reward(item, response, ctx, "open-ended", reference)
     extracted = result.details.get("extracted")
     if generation:
@@ -195,8 +216,13 @@ def parse_tube(text: str | None) -> tuple[tuple[float, float] | None, dict[float
     return interval, boxes
 
 
-def viou(pred_interval, pred_boxes: dict[float, tuple], gt_interval, gt_boxes: dict[float, tuple],
-         frame_times: Sequence[float]) -> tuple[float, float]:
+def viou(
+    pred_interval,
+    pred_boxes: dict[float, tuple],
+    gt_interval,
+    gt_boxes: dict[float, tuple],
+    frame_times: Sequence[float],
+) -> tuple[float, float]:
     """(tIoU, vIoU) on the frames the model saw.
 
     vIoU = (1/|T_u|) Σ_{t ∈ T_i} IoU(pred_t, gt_t), where T_u (T_i) are the sampled frame
@@ -238,8 +264,10 @@ def mean_metrics(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]
             sums[name] += float(value)
             counts[name] += 1
             kinds[name] = (record.get("kinds") or {}).get(name, ACCURACY)
-    return {name: {"kind": kinds[name], "value": sums[name] / counts[name], "n": counts[name]}
-            for name in sorted(sums, key=_metric_order)}
+    return {
+        name: {"kind": kinds[name], "value": sums[name] / counts[name], "n": counts[name]}
+        for name in sorted(sums, key=_metric_order)
+    }
 
 
 def _metric_order(name: str) -> tuple[int, str]:
@@ -263,39 +291,60 @@ def by_category(records: Sequence[dict[str, Any]], fields: Sequence[str]) -> dic
 def summarize(bench: Any, records: list[dict[str, Any]], ctx: ScoringContext) -> dict[str, Any]:
     failed = [r for r in records if r.get("status") != "ok"]
     summary = {
-        "benchmark": bench.name, "title": bench.title, "n": len(records), "n_ok": len(records) - len(failed),
+        "benchmark": bench.name,
+        "title": bench.title,
+        "n": len(records),
+        "n_ok": len(records) - len(failed),
         "n_failed": len(failed),
         "failures_by_kind": dict(Counter(r["failure"]["kind"] for r in failed)),
-        "failures": [{"id": r["id"], "kind": r["failure"]["kind"], "message": r["failure"]["message"]}
-                     for r in failed],
+        "failures": [
+            {"id": r["id"], "kind": r["failure"]["kind"], "message": r["failure"]["message"]} for r in failed
+        ],
         "scoring": dict(Counter(r.get("scoring") for r in records if r.get("status") == "ok")),
         "metrics": mean_metrics(records),
         "categories": by_category(records, bench.category_fields),
         "notes": list(getattr(bench, "load_notes", [])),
     }
     if bench.needs_judge and not ctx.judge:
-        summary["notes"].append("no LLM judge configured: open-ended items were scored by the rule-based "
-                                "fallback (exact match for QA, ROUGE for generation), not the official judge")
+        summary["notes"].append(
+            "no LLM judge configured: open-ended items were scored by the rule-based "
+            "fallback (exact match for QA, ROUGE for generation), not the official judge"
+        )
     bench.extra_metrics(records, summary)
     return summary
 
 
-def macro_mean(summary: dict[str, Any], category: str, metric: str, *, name: str, kind: str = ACCURACY,
-               members: Sequence[str] | None = None) -> None:
+def macro_mean(
+    summary: dict[str, Any],
+    category: str,
+    metric: str,
+    *,
+    name: str,
+    kind: str = ACCURACY,
+    members: Sequence[str] | None = None,
+) -> None:
     """Add ``name``: the unweighted mean of ``metric`` over the values of ``category``."""
     groups = summary["categories"].get(category, {})
     keys = [k for k in (members or groups) if k in groups and metric in groups[k]]
     if keys:
         values = [groups[k][metric]["value"] for k in keys]
-        summary["metrics"][name] = {"kind": kind, "value": sum(values) / len(values), "n": len(keys),
-                                    "over": keys}
+        summary["metrics"][name] = {
+            "kind": kind,
+            "value": sum(values) / len(values),
+            "n": len(keys),
+            "over": keys,
+        }
 
 
 def composite(summary: dict[str, Any], name: str, parts: dict[str, float]) -> None:
     finite = {k: v for k, v in parts.items() if v is not None and math.isfinite(v)}
     if finite:
-        summary["metrics"][name] = {"kind": COMPOSITE, "value": sum(finite.values()) / len(finite),
-                                    "n": len(finite), "over": sorted(finite)}
+        summary["metrics"][name] = {
+            "kind": COMPOSITE,
+            "value": sum(finite.values()) / len(finite),
+            "n": len(finite),
+            "over": sorted(finite),
+        }
 
 
 def is_generation(item: EvalItem) -> bool:

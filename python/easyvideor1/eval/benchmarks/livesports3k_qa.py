@@ -45,14 +45,22 @@ class LiveSports3KQA(Benchmark):
             if not raw:
                 raw = [field(row, letter, path, where, (str, int, float)) for letter in LETTERS[:4]]
             options = letter_options(raw, path, where)
-            clip = row.get("path") or (f"{field(row, 'video_id', path, where)}_{_seconds(field(row, 'begin', path, where, float))}"
-                                       f"_{_seconds(field(row, 'end', path, where, float))}.mp4")
+            clip = row.get("path") or (
+                f"{field(row, 'video_id', path, where)}_{_seconds(field(row, 'begin', path, where, float))}"
+                f"_{_seconds(field(row, 'end', path, where, float))}.mp4"
+            )
             qid = row.get("q_id") if row.get("q_id") is not None else row.get("id")
-            items.append(EvalItem(
-                benchmark=self.name, id=str(qid if qid is not None else where.split()[-1]),
-                question=field(row, "question", path, where), options=options, problem_type="multiple choice",
-                answer=answer_letter(require_answer(row, ("answer",), path, where), options, path, where),
-                videos=(find_video(root, ("videos", ""), clip),),
-                categories={"q_type": row.get("q_type") or row.get("question_type")}, source=f"{path}:{where}",
-            ))
+            items.append(
+                EvalItem(
+                    benchmark=self.name,
+                    id=str(qid if qid is not None else where.split()[-1]),
+                    question=field(row, "question", path, where),
+                    options=options,
+                    problem_type="multiple choice",
+                    answer=answer_letter(require_answer(row, ("answer",), path, where), options, path, where),
+                    videos=(find_video(root, ("videos", ""), clip),),
+                    categories={"q_type": row.get("q_type") or row.get("question_type")},
+                    source=f"{path}:{where}",
+                )
+            )
         return items

@@ -32,17 +32,25 @@ class LongVideoBench(Benchmark):
     annotation = "lvb_val.json; videos videos/<video_path>"
 
     def load(self, root: Path) -> list[EvalItem]:
-        path = find_file(root, ("lvb_val.json", "lvb_val.jsonl", "*.json"), "LongVideoBench annotation (lvb_val.json)")
+        path = find_file(
+            root, ("lvb_val.json", "lvb_val.jsonl", "*.json"), "LongVideoBench annotation (lvb_val.json)"
+        )
         items = []
         for where, row in read_records(path):
             options = letter_options(field(row, "candidates", path, where, list), path, where, "candidates")
             choice = field(row, "correct_choice", path, where, int)
             video = field(row, ("video_path", "video_id"), path, where)
-            items.append(EvalItem(
-                benchmark=self.name, id=str(field(row, "id", path, where, (str, int))),
-                question=field(row, "question", path, where), options=options, problem_type="multiple choice",
-                answer=answer_letter(choice, options, path, where, "correct_choice"),
-                videos=(find_video(root, ("videos", ""), video),),
-                categories={k: row.get(k) for k in self.category_fields}, source=f"{path}:{where}",
-            ))
+            items.append(
+                EvalItem(
+                    benchmark=self.name,
+                    id=str(field(row, "id", path, where, (str, int))),
+                    question=field(row, "question", path, where),
+                    options=options,
+                    problem_type="multiple choice",
+                    answer=answer_letter(choice, options, path, where, "correct_choice"),
+                    videos=(find_video(root, ("videos", ""), video),),
+                    categories={k: row.get(k) for k in self.category_fields},
+                    source=f"{path}:{where}",
+                )
+            )
         return items

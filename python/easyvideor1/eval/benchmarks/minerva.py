@@ -31,7 +31,9 @@ class Minerva(Benchmark):
     annotation = "minerva.json; videos videos/<video_id>.mp4"
 
     def load(self, root: Path) -> list[EvalItem]:
-        path = find_file(root, ("minerva.json", "minerva.jsonl", "*.json"), "MINERVA annotation (minerva.json)")
+        path = find_file(
+            root, ("minerva.json", "minerva.jsonl", "*.json"), "MINERVA annotation (minerva.json)"
+        )
         items = []
         for where, row in read_records(path):
             choices = []
@@ -41,13 +43,27 @@ class Minerva(Benchmark):
                     break
                 choices.append(field(row, name, path, where, (str, int, float)))
             options = letter_options(choices, path, where, "answer_choice_0")
-            answer = row.get("answer_id") if row.get("answer_id") is not None else field(row, "answer", path, where)
+            answer = (
+                row.get("answer_id")
+                if row.get("answer_id") is not None
+                else field(row, "answer", path, where)
+            )
             types = row.get("question_type")
-            items.append(EvalItem(
-                benchmark=self.name, id=str(field(row, "key", path, where, (str, int))),
-                question=field(row, "question", path, where), options=options, problem_type="multiple choice",
-                answer=answer_letter(answer, options, path, where, "answer_id"),
-                videos=(find_video(root, ("videos", ""), str(field(row, "video_id", path, where, (str, int)))),),
-                categories={"question_type": types, "category": row.get("category")}, source=f"{path}:{where}",
-            ))
+            items.append(
+                EvalItem(
+                    benchmark=self.name,
+                    id=str(field(row, "key", path, where, (str, int))),
+                    question=field(row, "question", path, where),
+                    options=options,
+                    problem_type="multiple choice",
+                    answer=answer_letter(answer, options, path, where, "answer_id"),
+                    videos=(
+                        find_video(
+                            root, ("videos", ""), str(field(row, "video_id", path, where, (str, int)))
+                        ),
+                    ),
+                    categories={"question_type": types, "category": row.get("category")},
+                    source=f"{path}:{where}",
+                )
+            )
         return items

@@ -40,19 +40,38 @@ class MLVU(Benchmark):
             for where, row in read_records(path):
                 task = str(row.get("question_type") or path.stem.split("_", 1)[-1]) if isinstance(row, dict) \
                     else path.stem
-                video = find_video(root, (f"video/{path.stem}", "video", ""), field(row, "video", path, where))
+                video = find_video(
+                    root, (f"video/{path.stem}", "video", ""), field(row, "video", path, where)
+                )
                 answer = field(row, "answer", path, where, (str, int))
                 candidates = row.get("candidates")
-                common = dict(benchmark=self.name, id=f"{path.stem}/{where.split()[-1]}",
-                              question=field(row, "question", path, where), videos=(video,),
-                              categories={"task": task}, source=f"{path}:{where}")
+                common = dict(
+                    benchmark=self.name,
+                    id=f"{path.stem}/{where.split()[-1]}",
+                    question=field(row, "question", path, where),
+                    videos=(video,),
+                    categories={"task": task},
+                    source=f"{path}:{where}",
+                )
                 if candidates:
                     options = letter_options(candidates, path, where, "candidates")
-                    items.append(EvalItem(**common, options=options, problem_type="multiple choice",
-                                          answer=answer_letter(answer, options, path, where)))
+                    items.append(
+                        EvalItem(
+                            **common,
+                            options=options,
+                            problem_type="multiple choice",
+                            answer=answer_letter(answer, options, path, where),
+                        )
+                    )
                 else:
-                    items.append(EvalItem(**common, problem_type="open-ended", answer=str(answer),
-                                          meta={"open": "generation"}))
+                    items.append(
+                        EvalItem(
+                            **common,
+                            problem_type="open-ended",
+                            answer=str(answer),
+                            meta={"open": "generation"},
+                        )
+                    )
         return items
 
     def extra_metrics(self, records: list[dict[str, Any]], summary: dict[str, Any]) -> None:

@@ -40,21 +40,32 @@ class MMVU(Benchmark):
     annotation = "validation.json; videos videos/<subject>/<n>.mp4"
 
     def load(self, root: Path) -> list[EvalItem]:
-        path = find_file(root, ("validation.json", "validation.jsonl", "*.json"), "MMVU annotation (validation.json)")
+        path = find_file(
+            root, ("validation.json", "validation.jsonl", "*.json"), "MMVU annotation (validation.json)"
+        )
         items = []
         for where, row in read_records(path):
             qtype = field(row, "question_type", path, where)
             metadata = row.get("metadata") if isinstance(row.get("metadata"), dict) else {}
             answer = require_answer(row, ("answer",), path, where)
-            common = dict(benchmark=self.name, id=str(field(row, "id", path, where, (str, int))),
-                          question=field(row, "question", path, where),
-                          videos=(local_video(root, field(row, "video", path, where)),),
-                          categories={"subject": metadata.get("subject"), "question_type": qtype},
-                          source=f"{path}:{where}")
+            common = dict(
+                benchmark=self.name,
+                id=str(field(row, "id", path, where, (str, int))),
+                question=field(row, "question", path, where),
+                videos=(local_video(root, field(row, "video", path, where)),),
+                categories={"subject": metadata.get("subject"), "question_type": qtype},
+                source=f"{path}:{where}",
+            )
             if qtype == "multiple-choice":
                 options = options_from_dict(field(row, "choices", path, where, dict), path, where, "choices")
-                items.append(EvalItem(**common, options=options, problem_type="multiple choice",
-                                      answer=answer_letter(answer, options, path, where)))
+                items.append(
+                    EvalItem(
+                        **common,
+                        options=options,
+                        problem_type="multiple choice",
+                        answer=answer_letter(answer, options, path, where),
+                    )
+                )
             else:
                 items.append(EvalItem(**common, problem_type="open-ended", answer=str(answer)))
         return items

@@ -32,7 +32,9 @@ class MotionBench(Benchmark):
     annotation = "video_info.meta.jsonl; videos videos/<video_path>"
 
     def load(self, root: Path) -> list[EvalItem]:
-        path = find_file(root, ("video_info.meta.jsonl", "MotionBench/video_info.meta.jsonl"), "MotionBench metadata")
+        path = find_file(
+            root, ("video_info.meta.jsonl", "MotionBench/video_info.meta.jsonl"), "MotionBench metadata"
+        )
         items, unlabelled = [], 0
         for where, row in read_records(path):
             qas = field(row, "qa", path, where, list)
@@ -47,14 +49,21 @@ class MotionBench(Benchmark):
                 uid = qa.get("uid")
                 if uid is None:
                     raise AnnotationError(str(path), spot, "uid", "missing")
-                items.append(EvalItem(
-                    benchmark=self.name, id=str(uid), question=question, options=options,
-                    problem_type="multiple choice", answer=answer_letter(answer, options, path, spot),
-                    videos=(find_video(root, ("videos", ""), video),),
-                    categories={"question_type": qa.get("question_type") or row.get("question_type")},
-                    source=f"{path}:{spot}",
-                ))
+                items.append(
+                    EvalItem(
+                        benchmark=self.name,
+                        id=str(uid),
+                        question=question,
+                        options=options,
+                        problem_type="multiple choice",
+                        answer=answer_letter(answer, options, path, spot),
+                        videos=(find_video(root, ("videos", ""), video),),
+                        categories={"question_type": qa.get("question_type") or row.get("question_type")},
+                        source=f"{path}:{spot}",
+                    )
+                )
         if unlabelled:
-            self.load_notes.append(f"{unlabelled} question(s) without a ground-truth answer (test split) were "
-                                   "not evaluated")
+            self.load_notes.append(
+                f"{unlabelled} question(s) without a ground-truth answer (test split) were not evaluated"
+            )
         return items

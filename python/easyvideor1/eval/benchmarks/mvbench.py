@@ -47,15 +47,25 @@ class MVBench(Benchmark):
                 answer = field(row, "answer", path, where, (str, int))
                 bounds = {k: row[k] for k in ("start", "end") if row.get(k) is not None}
                 bounded += bool(bounds)
-                items.append(EvalItem(
-                    benchmark=self.name, id=f"{task}/{where.split()[-1]}", question=field(row, "question", path, where),
-                    options=options, problem_type="multiple choice", answer=answer_letter(answer, options, path, where),
-                    videos=(videos.find(field(row, "video", path, where)),), categories={"task": task},
-                    meta=bounds, source=f"{path}:{where}",
-                ))
+                items.append(
+                    EvalItem(
+                        benchmark=self.name,
+                        id=f"{task}/{where.split()[-1]}",
+                        question=field(row, "question", path, where),
+                        options=options,
+                        problem_type="multiple choice",
+                        answer=answer_letter(answer, options, path, where),
+                        videos=(videos.find(field(row, "video", path, where)),),
+                        categories={"task": task},
+                        meta=bounds,
+                        source=f"{path}:{where}",
+                    )
+                )
         if bounded:
-            self.load_notes.append(f"{bounded} item(s) carry start/end bounds; frames were sampled over the whole "
-                                   "video (no segment sampling in the frame cache)")
+            self.load_notes.append(
+                f"{bounded} item(s) carry start/end bounds; frames were sampled over the whole "
+                "video (no segment sampling in the frame cache)"
+            )
         return items
 
     def extra_metrics(self, records: list[dict[str, Any]], summary: dict[str, Any]) -> None:

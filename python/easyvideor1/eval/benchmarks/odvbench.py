@@ -34,18 +34,34 @@ class ODVBench(Benchmark):
     annotation = "odv_bench.json(l); clips videos/<video>"
 
     def load(self, root: Path) -> list[EvalItem]:
-        path = find_file(root, ("odv_bench.jsonl", "odv_bench.json", "*.jsonl", "*.json"), "ODV-Bench annotation")
+        path = find_file(
+            root, ("odv_bench.jsonl", "odv_bench.json", "*.jsonl", "*.json"), "ODV-Bench annotation"
+        )
         items = []
         for where, row in read_records(path):
             raw = field(row, "options", path, where, (list, dict))
-            options = (options_from_dict(raw, path, where, "options") if isinstance(raw, dict)
-                       else letter_options(raw, path, where))
-            items.append(EvalItem(
-                benchmark=self.name, id=str(field(row, "id", path, where, (str, int))),
-                question=field(row, "question", path, where), options=options, problem_type="multiple choice",
-                answer=answer_letter(require_answer(row, ("answer", "gt"), path, where), options, path, where),
-                videos=(find_video(root, ("videos", ""), field(row, ("video", "path"), path, where)),),
-                categories={"category": row.get("category"), "task": row.get("task") or row.get("task_type")},
-                meta={"realtime": row.get("realtime")}, source=f"{path}:{where}",
-            ))
+            options = (
+                options_from_dict(raw, path, where, "options")
+                if isinstance(raw, dict)
+                else letter_options(raw, path, where)
+            )
+            items.append(
+                EvalItem(
+                    benchmark=self.name,
+                    id=str(field(row, "id", path, where, (str, int))),
+                    question=field(row, "question", path, where),
+                    options=options,
+                    problem_type="multiple choice",
+                    answer=answer_letter(
+                        require_answer(row, ("answer", "gt"), path, where), options, path, where
+                    ),
+                    videos=(find_video(root, ("videos", ""), field(row, ("video", "path"), path, where)),),
+                    categories={
+                        "category": row.get("category"),
+                        "task": row.get("task") or row.get("task_type"),
+                    },
+                    meta={"realtime": row.get("realtime")},
+                    source=f"{path}:{where}",
+                )
+            )
         return items

@@ -43,22 +43,39 @@ class STVG(Benchmark):
             end = field(row, "ed_time", path, where, float)
             boxes = field(row, "bbox", path, where, list)
             if not 0 <= start <= end:
-                raise AnnotationError(str(path), where, "st_time/ed_time", f"need 0 <= start <= end, got {start} {end}")
+                raise AnnotationError(
+                    str(path), where, "st_time/ed_time", f"need 0 <= start <= end, got {start} {end}"
+                )
             step = (end - start) / max(1, len(boxes) - 1)
             track = {}
             for index, box in enumerate(boxes):
-                if not (isinstance(box, list) and len(box) == 4 and all(isinstance(v, int | float) for v in box)
-                        and box[2] > 0 and box[3] > 0):
-                    raise AnnotationError(str(path), where, f"bbox[{index}]", f"expected [x, y, w, h] with w, h > 0, "
-                                                                             f"got {box!r}")
+                if not (
+                    isinstance(box, list)
+                    and len(box) == 4
+                    and all(isinstance(v, int | float) for v in box)
+                    and box[2] > 0
+                    and box[3] > 0
+                ):
+                    raise AnnotationError(
+                        str(path),
+                        where,
+                        f"bbox[{index}]",
+                        f"expected [x, y, w, h] with w, h > 0, got {box!r}",
+                    )
                 x, y, w, h = box
                 track[f"{start + index * step:.3f}"] = [x, y, x + w, y + h]
             sentence = field(row, "English", path, where).strip().rstrip(".")
-            items.append(EvalItem(
-                benchmark=self.name, id=key, problem_type="spatial-temporal grounding",
-                question=f'Find the person described: "{sentence}".', answer={"time": [start, end], "boxes": track},
-                videos=(find_video(root, ("videos", ""), key),), source=f"{path}:{where}",
-            ))
+            items.append(
+                EvalItem(
+                    benchmark=self.name,
+                    id=key,
+                    problem_type="spatial-temporal grounding",
+                    question=f'Find the person described: "{sentence}".',
+                    answer={"time": [start, end], "boxes": track},
+                    videos=(find_video(root, ("videos", ""), key),),
+                    source=f"{path}:{where}",
+                )
+            )
         return items
 
     def answer_hint(self, item: EvalItem, metas: Sequence[VideoMetadata]) -> str | None:
@@ -66,14 +83,18 @@ class STVG(Benchmark):
             return None
         meta = metas[0]
         times = ", ".join(f"{t:.2f}" for t in meta.timestamps)
-        return (f"The frames shown are at these times (seconds): {times}. Frame size: {meta.source_width}x"
-                f"{meta.source_height} pixels. Answer as JSON: {{\"time\": [start, end], \"boxes\": "
-                f"{{\"<time>\": [x1, y1, x2, y2], ...}}}} with a box for each shown frame inside [start, end].")
+        return (
+            f"The frames shown are at these times (seconds): {times}. Frame size: {meta.source_width}x"
+            f'{meta.source_height} pixels. Answer as JSON: {{"time": [start, end], "boxes": '
+            f'{{"<time>": [x1, y1, x2, y2], ...}}}} with a box for each shown frame inside [start, end].'
+        )
 
     def metrics_for(self, item: EvalItem, ctx: Any) -> dict[str, str]:
         return {"tiou": IOU, "viou": IOU, **{f"vIoU@{t}": IOU for t in THRESHOLDS}}
 
-    def score(self, item: EvalItem, response: str, ctx: Any, metas: Sequence[VideoMetadata] = ()) -> ItemScore:
+    def score(
+        self, item: EvalItem, response: str, ctx: Any, metas: Sequence[VideoMetadata] = ()
+    ) -> ItemScore:
         extracted = extract_answer(response).text
         interval, boxes = parse_tube(extracted)
         truth = item.answer

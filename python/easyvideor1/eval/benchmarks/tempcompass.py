@@ -61,7 +61,9 @@ class TempCompass(Benchmark):
             for where, entry in read_records(path):
                 video_id = entry.pop("__key__", None) if isinstance(entry, dict) else None
                 if not isinstance(entry, dict) or video_id is None:
-                    raise AnnotationError(str(path), where, None, "expected {video_id: {dimension: [questions]}}")
+                    raise AnnotationError(
+                        str(path), where, None, "expected {video_id: {dimension: [questions]}}"
+                    )
                 for dimension, questions in entry.items():
                     if not isinstance(questions, list):
                         raise AnnotationError(str(path), where, dimension, "expected a list of questions")
@@ -70,8 +72,17 @@ class TempCompass(Benchmark):
                         items.append(self._item(root, path, spot, task, str(video_id), dimension, index, row))
         return items
 
-    def _item(self, root: Path, path: Path, where: str, task: str, video_id: str, dimension: str, index: int,
-              row: dict) -> EvalItem:
+    def _item(
+        self,
+        root: Path,
+        path: Path,
+        where: str,
+        task: str,
+        video_id: str,
+        dimension: str,
+        index: int,
+        row: dict,
+    ) -> EvalItem:
         text = field(row, "question", path, where)
         answer = field(row, "answer", path, where)
         options = None
@@ -90,7 +101,14 @@ class TempCompass(Benchmark):
         if options:
             answer = answer_letter(answer, options, path, where)
         return EvalItem(
-            benchmark=self.name, id=f"{task}/{video_id}/{dimension}/{index}", question=text, options=options,
-            problem_type=TASKS[task], answer=answer, videos=(find_video(root, ("videos", ""), video_id),),
-            categories={"task_type": task, "dimension": dimension}, meta=meta, source=f"{path}:{where}",
+            benchmark=self.name,
+            id=f"{task}/{video_id}/{dimension}/{index}",
+            question=text,
+            options=options,
+            problem_type=TASKS[task],
+            answer=answer,
+            videos=(find_video(root, ("videos", ""), video_id),),
+            categories={"task_type": task, "dimension": dimension},
+            meta=meta,
+            source=f"{path}:{where}",
         )

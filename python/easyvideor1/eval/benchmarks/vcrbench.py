@@ -44,15 +44,28 @@ class VCRBench(Benchmark):
             choices = row.get("choices") if isinstance(row, dict) else None
             choices = choices if choices else row.get("options") if isinstance(row, dict) else None
             answer = require_answer(row, ("answer",), path, where)
-            common = dict(benchmark=self.name, id=str(field(row, "id", path, where, (str, int))),
-                          question=field(row, "question", path, where),
-                          videos=(find_video(root, ("videos", ""), field(row, ("video_path", "video"), path, where)),),
-                          categories={"dimension": row.get("dimension")}, source=f"{path}:{where}")
+            common = dict(
+                benchmark=self.name,
+                id=str(field(row, "id", path, where, (str, int))),
+                question=field(row, "question", path, where),
+                videos=(find_video(root, ("videos", ""), field(row, ("video_path", "video"), path, where)),),
+                categories={"dimension": row.get("dimension")},
+                source=f"{path}:{where}",
+            )
             if choices:
-                options = (options_from_dict(choices, path, where, "choices") if isinstance(choices, dict)
-                           else letter_options(choices, path, where, "choices"))
-                items.append(EvalItem(**common, options=options, problem_type="multiple choice",
-                                      answer=answer_letter(answer, options, path, where)))
+                options = (
+                    options_from_dict(choices, path, where, "choices")
+                    if isinstance(choices, dict)
+                    else letter_options(choices, path, where, "choices")
+                )
+                items.append(
+                    EvalItem(
+                        **common,
+                        options=options,
+                        problem_type="multiple choice",
+                        answer=answer_letter(answer, options, path, where),
+                    )
+                )
             else:
                 items.append(EvalItem(**common, problem_type="open-ended", answer=str(answer)))
         return items

@@ -31,16 +31,24 @@ class VideoHolmes(Benchmark):
     annotation = "test_Video-Holmes.json; videos videos_cropped/<video ID>.mp4"
 
     def load(self, root: Path) -> list[EvalItem]:
-        path = find_file(root, ("test_Video-Holmes.json", "*.json"), "Video-Holmes annotation (test_Video-Holmes.json)")
+        path = find_file(
+            root, ("test_Video-Holmes.json", "*.json"), "Video-Holmes annotation (test_Video-Holmes.json)"
+        )
         items = []
         for where, row in read_records(path):
             options = options_from_dict(field(row, "Options", path, where, dict), path, where, "Options")
             video = str(field(row, "video ID", path, where, (str, int)))
-            items.append(EvalItem(
-                benchmark=self.name, id=str(field(row, "Question ID", path, where, (str, int))),
-                question=field(row, "Question", path, where), options=options, problem_type="multiple choice",
-                answer=answer_letter(field(row, "Answer", path, where), options, path, where, "Answer"),
-                videos=(find_video(root, ("videos_cropped", "videos", ""), video),),
-                categories={"question_type": row.get("Question Type")}, source=f"{path}:{where}",
-            ))
+            items.append(
+                EvalItem(
+                    benchmark=self.name,
+                    id=str(field(row, "Question ID", path, where, (str, int))),
+                    question=field(row, "Question", path, where),
+                    options=options,
+                    problem_type="multiple choice",
+                    answer=answer_letter(field(row, "Answer", path, where), options, path, where, "Answer"),
+                    videos=(find_video(root, ("videos_cropped", "videos", ""), video),),
+                    categories={"question_type": row.get("Question Type")},
+                    source=f"{path}:{where}",
+                )
+            )
         return items

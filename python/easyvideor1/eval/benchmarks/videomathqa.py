@@ -48,21 +48,45 @@ class VideoMathQA(Benchmark):
                        else letter_options(raw, path, where))
             answer = answer_letter(require_answer(row, ("answer",), path, where), options, path, where)
             qid = str(field(row, ("id", "question_id"), path, where, (str, int)))
-            common = dict(benchmark=self.name, question=field(row, "question", path, where),
-                          problem_type="multiple choice", source=f"{path}:{where}",
-                          videos=(find_video(root, ("videos", ""), str(field(row, ("video", "video_id", "videoID"),
-                                                                                  path, where, (str, int)))),))
+            common = dict(
+                benchmark=self.name,
+                question=field(row, "question", path, where),
+                problem_type="multiple choice",
+                source=f"{path}:{where}",
+                videos=(
+                    find_video(
+                        root,
+                        ("videos", ""),
+                        str(field(row, ("video", "video_id", "videoID"), path, where, (str, int))),
+                    ),
+                ),
+            )
             category = row.get("category")
-            items.append(EvalItem(**common, id=f"{qid}/mcq", options=options, answer=answer,
-                                  categories={"category": category, "mode": "mcq"}, meta={"question": qid}))
+            items.append(
+                EvalItem(
+                    **common,
+                    id=f"{qid}/mcq",
+                    options=options,
+                    answer=answer,
+                    categories={"category": category, "mode": "mcq"},
+                    meta={"question": qid},
+                )
+            )
             right = LETTERS.index(answer)
             texts = [o.split(".", 1)[1].strip() for o in options]
             for pair, wrong in enumerate(i for i in range(len(options)) if i != right):
                 order = [right, wrong] if pair % 2 == 0 else [wrong, right]
                 pair_options = tuple(f"{LETTERS[k]}. {texts[i]}" for k, i in enumerate(order))
-                items.append(EvalItem(**common, id=f"{qid}/mbin{pair}", options=pair_options,
-                                      answer=LETTERS[order.index(right)],
-                                      categories={"category": category, "mode": "mbin"}, meta={"question": qid}))
+                items.append(
+                    EvalItem(
+                        **common,
+                        id=f"{qid}/mbin{pair}",
+                        options=pair_options,
+                        answer=LETTERS[order.index(right)],
+                        categories={"category": category, "mode": "mbin"},
+                        meta={"question": qid},
+                    )
+                )
         return items
 
     def metrics_for(self, item: EvalItem, ctx: Any) -> dict[str, str]:
@@ -81,5 +105,9 @@ class VideoMathQA(Benchmark):
                 pairs[record["meta"]["question"]].append(record["values"]["binary_accuracy"])
         if pairs:
             value = sum(all(v == 1.0 for v in vs) for vs in pairs.values()) / len(pairs)
-            summary["metrics"]["mbin_accuracy"] = {"kind": ACCURACY, "value": value, "n": len(pairs),
-                                                   "over": "questions"}
+            summary["metrics"]["mbin_accuracy"] = {
+                "kind": ACCURACY,
+                "value": value,
+                "n": len(pairs),
+                "over": "questions",
+            }

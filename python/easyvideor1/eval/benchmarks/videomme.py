@@ -35,16 +35,24 @@ class VideoMME(Benchmark):
     annotation = "videomme/test-*.json(l) (parquet export); videos data/<videoID>.mp4"
 
     def load(self, root: Path) -> list[EvalItem]:
-        path = find_file(root, ANNOTATIONS, "Video-MME annotation (JSON/JSONL export of videomme/test-*.parquet)")
+        path = find_file(
+            root, ANNOTATIONS, "Video-MME annotation (JSON/JSONL export of videomme/test-*.parquet)"
+        )
         items = []
         for where, row in read_records(path):
             options = letter_options(field(row, "options", path, where, list), path, where)
             video = field(row, ("videoID", "video_id"), path, where)
-            items.append(EvalItem(
-                benchmark=self.name, id=str(field(row, "question_id", path, where, (str, int))),
-                question=field(row, "question", path, where), options=options, problem_type="multiple choice",
-                answer=answer_letter(field(row, "answer", path, where), options, path, where),
-                videos=(find_video(root, ("data", "videos", ""), video),),
-                categories={k: row.get(k) for k in self.category_fields}, source=f"{path}:{where}",
-            ))
+            items.append(
+                EvalItem(
+                    benchmark=self.name,
+                    id=str(field(row, "question_id", path, where, (str, int))),
+                    question=field(row, "question", path, where),
+                    options=options,
+                    problem_type="multiple choice",
+                    answer=answer_letter(field(row, "answer", path, where), options, path, where),
+                    videos=(find_video(root, ("data", "videos", ""), video),),
+                    categories={k: row.get(k) for k in self.category_fields},
+                    source=f"{path}:{where}",
+                )
+            )
         return items

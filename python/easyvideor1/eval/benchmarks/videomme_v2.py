@@ -69,14 +69,24 @@ class VideoMMEv2(Benchmark):
                 raise AnnotationError(str(path), where, "group_type",
                                       f"expected consistency or coherence, got {group_type!r}")
             qid = str(field(row, "question_id", path, where, (str, int)))
-            items.append(EvalItem(
-                benchmark=self.name, id=qid, question=field(row, "question", path, where), options=options,
-                problem_type="multiple choice",
-                answer=answer_letter(field(row, "answer", path, where), options, path, where),
-                videos=(find_video(root, ("videos", ""), video),),
-                categories={"level": row.get("level"), "task_type": row.get("task_type"), "group_type": group_type},
-                meta={"group": str(row.get("group_id") or video)}, source=f"{path}:{where}",
-            ))
+            items.append(
+                EvalItem(
+                    benchmark=self.name,
+                    id=qid,
+                    question=field(row, "question", path, where),
+                    options=options,
+                    problem_type="multiple choice",
+                    answer=answer_letter(field(row, "answer", path, where), options, path, where),
+                    videos=(find_video(root, ("videos", ""), video),),
+                    categories={
+                        "level": row.get("level"),
+                        "task_type": row.get("task_type"),
+                        "group_type": group_type,
+                    },
+                    meta={"group": str(row.get("group_id") or video)},
+                    source=f"{path}:{where}",
+                )
+            )
         return items
 
     def extra_metrics(self, records: list[dict[str, Any]], summary: dict[str, Any]) -> None:
@@ -89,5 +99,9 @@ class VideoMMEv2(Benchmark):
             kind = members[0]["categories"]["group_type"]
             scores.append(group_score([r["values"].get("accuracy", 0.0) == 1.0 for r in members], kind))
         if scores:
-            summary["metrics"]["non_lin_score"] = {"kind": COMPOSITE, "value": sum(scores) / len(scores),
-                                                   "n": len(scores), "over": "groups"}
+            summary["metrics"]["non_lin_score"] = {
+                "kind": COMPOSITE,
+                "value": sum(scores) / len(scores),
+                "n": len(scores),
+                "over": "groups",
+            }

@@ -40,11 +40,19 @@ class VideoMMMU(Benchmark):
     annotation = "<Track>.json(l) per track (parquet exports); videos videos/<Track>/<id>.mp4"
 
     def load(self, root: Path) -> list[EvalItem]:
-        files = [(t, p) for t in TRACKS for p in (sorted(root.glob(f"{t}.json*")) + sorted(root.glob(f"{t}/*.json*")))
-                 if p.is_file()]
+        files = [
+            (t, p)
+            for t in TRACKS
+            for p in (sorted(root.glob(f"{t}.json*")) + sorted(root.glob(f"{t}/*.json*")))
+            if p.is_file()
+        ]
         if not files:
-            raise AnnotationError(str(root), None, None, "no Video-MMMU track files (Perception/Comprehension/"
-                                                         "Adaptation .json or .jsonl)")
+            raise AnnotationError(
+                str(root),
+                None,
+                None,
+                "no Video-MMMU track files (Perception/Comprehension/Adaptation .json or .jsonl)",
+            )
         items = []
         for track, path in files:
             for where, row in read_records(path):
@@ -52,16 +60,26 @@ class VideoMMMU(Benchmark):
                 match = _DISCIPLINE.match(qid)
                 answer = require_answer(row, ("answer",), path, where)
                 image = row.get("image") if isinstance(row.get("image"), str) else None
-                common = dict(benchmark=self.name, id=f"{track}/{qid}", question=field(row, "question", path, where),
-                              videos=(find_video(root, (f"videos/{track}", track, "videos"), qid),),
-                              images=(str(path.parent / image),) if image else (),
-                              categories={"track": track, "discipline": match.group(1) if match else None},
-                              source=f"{path}:{where}")
+                common = dict(
+                    benchmark=self.name,
+                    id=f"{track}/{qid}",
+                    question=field(row, "question", path, where),
+                    videos=(find_video(root, (f"videos/{track}", track, "videos"), qid),),
+                    images=(str(path.parent / image),) if image else (),
+                    categories={"track": track, "discipline": match.group(1) if match else None},
+                    source=f"{path}:{where}",
+                )
                 options = row.get("options")
                 if options and str(row.get("question_type", "multiple-choice")).startswith("multiple"):
                     labelled = letter_options(options, path, where)
-                    items.append(EvalItem(**common, options=labelled, problem_type="multiple choice",
-                                          answer=answer_letter(answer, labelled, path, where)))
+                    items.append(
+                        EvalItem(
+                            **common,
+                            options=labelled,
+                            problem_type="multiple choice",
+                            answer=answer_letter(answer, labelled, path, where),
+                        )
+                    )
                 else:
                     items.append(EvalItem(**common, problem_type="open-ended", answer=str(answer)))
         return items

@@ -50,15 +50,24 @@ class VSIBench(Benchmark):
             dataset = field(row, "dataset", path, where)
             truth = require_answer(row, ("ground_truth",), path, where)
             raw = row.get("options")
-            common = dict(benchmark=self.name, id=str(field(row, "id", path, where, (str, int))),
-                          question=field(row, "question", path, where),
-                          videos=(find_video(root, (dataset,), field(row, "scene_name", path, where)),),
-                          categories={"question_type": field(row, "question_type", path, where), "dataset": dataset},
-                          source=f"{path}:{where}")
+            common = dict(
+                benchmark=self.name,
+                id=str(field(row, "id", path, where, (str, int))),
+                question=field(row, "question", path, where),
+                videos=(find_video(root, (dataset,), field(row, "scene_name", path, where)),),
+                categories={"question_type": field(row, "question_type", path, where), "dataset": dataset},
+                source=f"{path}:{where}",
+            )
             if raw:
                 options = letter_options(raw, path, where)
-                items.append(EvalItem(**common, options=options, problem_type="multiple choice",
-                                      answer=answer_letter(truth, options, path, where, "ground_truth")))
+                items.append(
+                    EvalItem(
+                        **common,
+                        options=options,
+                        problem_type="multiple choice",
+                        answer=answer_letter(truth, options, path, where, "ground_truth"),
+                    )
+                )
             else:
                 items.append(EvalItem(**common, problem_type="regression", answer=str(truth)))
         return items
