@@ -9,7 +9,7 @@ export VLLM_ENABLE_V1_MULTIPROCESSING := 0
 export RAY_USAGE_STATS_ENABLED := 0
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup test lint demo bench clean-demo
+.PHONY: setup test lint demo demo-distributed bench clean-demo
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -24,7 +24,15 @@ demo: setup
 	$(VENV)/bin/evr1 demo --out demo_out $(DEMO_ARGS)
 
 bench: setup
-	@for b in benchmarks/*.py; do case $$b in */_*) continue;; esac; echo "== $$b"; $(PY) $$b || exit 1; done
+	@for b in benchmarks/*.py; do case $$b in */_*|*/gpu_*) continue;; esac; echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean-demo:
 	rm -rf demo_out
+
+# The demo in distributed mode: a local cluster (Redis, SeaweedFS, Ray, the services and the
+# rollout pool) started by `evr1 up`, the same training against it, then `evr1 down`.
+demo-distributed: setup
+	$(VENV)/bin/evr1 model tiny --family qwen2_5_vl --out demo_out/tiny-qwen2_5_vl
+	$(VENV)/bin/evr1 up --dir .evr1 --model demo_out/tiny-qwen2_5_vl && \
+	( $(VENV)/bin/evr1 demo --out demo_out --distributed $(DEMO_ARGS); rc=$$?; \
+	  $(VENV)/bin/evr1 down --dir .evr1; exit $$rc )

@@ -103,7 +103,7 @@ def pipeline(
     concurrency: int,
     io_workers: int,
     store: str | None,
-    min_batch: int = 1,
+    waves: bool = False,
 ) -> tuple[float, dict]:
     shutil.rmtree(out, ignore_errors=True)
     config = EvalConfig(
@@ -115,7 +115,7 @@ def pipeline(
         sampling=sampling,
         max_in_flight=concurrency,
         io_workers=io_workers,
-        min_batch=min_batch,
+        waves=waves,
         progress=False,
     )
     result = run_eval(config, engine)
@@ -183,8 +183,8 @@ def main() -> None:
                           lambda: baseline(sync_engine, data, params, sampling, c)),
             "async_cold": ("async pipeline, decode on the fly", "decode",
                            lambda: pipeline(async_engine, model, data, work / "a", sampling, c, io, None)),
-            "async_cold_batch": (f"  the same, --min-batch {c}", "decode",
-                                 lambda: pipeline(async_engine, model, data, work / "c", sampling, c, io, None, c)),
+            "async_cold_waves": ("  the same, --waves", "decode",
+                                 lambda: pipeline(async_engine, model, data, work / "c", sampling, c, io, None, True)),
             "sync_warm": ("baseline: read cache, then LLM.generate", "cache",
                           lambda: baseline(sync_engine, data, params, sampling, c, store)),
             "async_warm": ("async pipeline over the frame cache", "cache",

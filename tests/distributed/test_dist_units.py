@@ -161,3 +161,21 @@ def test_policy_sync_versions_resume_and_rotation(tmp_path, data):
     assert json.loads((tmp_path / "run" / RUN_FILE).read_text())["generation"] == 1
     assert (tmp_path / "weights" / identity.run_id / "g1" / "v00000001" / "manifest.json").is_file()
     sync.close()
+
+
+def test_build_app_takes_the_charts_arguments():
+    from services.rollout.deployment import build_app
+
+    chart = {"model_path": "/models/qwen", "queue_url": "redis://redis:6379/0", "namespace": "prod",
+             "reward_url": "http://reward:8000", "frame_cache_url": "http://frame-cache:8001",
+             "weights_store": "s3://evr1-weights", "deployment_name": "RolloutEngine", "max_model_len": 8192,
+             "batch_size": 16, "min_replicas": 1, "max_replicas": 4, "tasks_per_replica": 8, "num_gpus": 1,
+             "num_cpus": 4}
+    deployment = build_app(chart)._bound_deployment
+    assert deployment.name == "RolloutEngine"
+    assert deployment.ray_actor_options == {"num_cpus": 4.0, "num_gpus": 1.0}
+    scaling = deployment._deployment_config.autoscaling_config
+    assert (scaling.min_replicas, scaling.max_replicas) == (1, 4)
+    assert scaling.policy.policy_kwargs == {"tasks_per_replica": 8}
+    fixed = build_app({"model_path": "/m", "queue_url": "redis://h:1/0", "num_replicas": 2})._bound_deployment
+    assert fixed.num_replicas == 2

@@ -186,7 +186,7 @@ def test_trainer_job_and_its_run_config(case):
     objects = render_objects(values)
     job, config_map = by_kind(objects, "RayJob")[0], by_kind(objects, "ConfigMap")[0]
     spec, t = job["spec"], values["trainer"]
-    assert spec["entrypoint"] == "evr1 train /etc/easyvideor1/run.yaml distributed.mode=distributed"
+    assert spec["entrypoint"] == "python -m services.trainer.entrypoint /etc/easyvideor1/run.yaml distributed.mode=distributed"
     assert spec["shutdownAfterJobFinishes"] is True
     assert spec["ttlSecondsAfterFinished"] == t.get("ttlSecondsAfterFinished", 3600)
     head = spec["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]

@@ -35,7 +35,8 @@ def test_output_is_a_configmap_then_a_rayjob(capsys, tmp_path):
     assert (config_map["kind"], job["kind"]) == ("ConfigMap", "RayJob")
     assert kuberay_errors(job) == []
     spec = job["spec"]
-    assert spec["entrypoint"] == TRAIN_ENTRYPOINT == f"evr1 train {RUN_CONFIG_PATH} distributed.mode=distributed"
+    assert spec["entrypoint"] == TRAIN_ENTRYPOINT == (
+        f"python -m services.trainer.entrypoint {RUN_CONFIG_PATH} distributed.mode=distributed")
     assert spec["shutdownAfterJobFinishes"] is True and spec["suspend"] is False
     assert spec["ttlSecondsAfterFinished"] == 1800
     assert yaml.safe_load(spec["runtimeEnvYAML"])["env_vars"]["EVR1_RUN_CONFIG"] == RUN_CONFIG_PATH

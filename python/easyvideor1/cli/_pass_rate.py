@@ -9,9 +9,9 @@ def _filter(args) -> int:
     from easyvideor1.config import load_config
     from easyvideor1.prompts.renderer import PromptRenderer
     from easyvideor1.rewards.client import open_reward_client
+    from easyvideor1.rollout.stage import RolloutStage
     from easyvideor1.train.difficulty import filter_by_pass_rate
     from easyvideor1.train.media import build_frame_loader
-    from easyvideor1.train.rollout_stage import RolloutStage
     from easyvideor1.train.trainer import make_engine, reward_config
 
     overrides = [f"worker.actor.model_path={args.model}", f"data.train_files={args.data}",

@@ -9,7 +9,8 @@ def _demo(args) -> int:
     from easyvideor1.train.demo import DemoSettings, run_demo
 
     settings = DemoSettings(out_dir=Path(args.out).resolve(), family=args.family, steps=args.steps,
-                            n_per_type=args.n_per_type, group_size=args.n, seed=args.seed)
+                            n_per_type=args.n_per_type, group_size=args.n, seed=args.seed,
+                            distributed=args.distributed)
     run_demo(settings)
     return 0
 
@@ -22,4 +23,6 @@ def register(subparsers) -> None:
     parser.add_argument("--n-per-type", type=int, default=40, help="synthetic questions per task type")
     parser.add_argument("--n", type=int, default=6, help="responses per question (group size)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--distributed", action="store_true",
+                        help="roll out on the local cluster started by `evr1 up` (make demo-distributed)")
     parser.set_defaults(func=_demo)

@@ -26,9 +26,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ev.add_argument("--write-back", action="store_true", help="store frames decoded on a miss")
     ev.add_argument("--max-in-flight", type=int, default=16, help="requests kept in the engine (default 16)")
     ev.add_argument("--io-workers", type=int, default=4, help="frame-loading threads (default 4)")
-    ev.add_argument("--min-batch", type=int, default=1,
-                    help="with the engine idle, wait for this many ready samples before submitting "
-                         "(default 1; raise it where decoding and the engine share few CPU cores)")
+    ev.add_argument("--waves", action="store_true",
+                    help="submit in waves of --max-in-flight samples once the engine is idle, loading the next "
+                         "wave meanwhile (for machines where the engine and decoding share a few CPU cores)")
     ev.add_argument("--limit", type=int, help="first N items of each benchmark")
     ev.add_argument("--resume", action="store_true", help="continue the run in --out, skipping finished ids")
     frames = ev.add_argument_group("frames (default: each benchmark's protocol settings)")
@@ -118,7 +118,7 @@ def _run(args: argparse.Namespace) -> int:
         write_back=args.write_back,
         max_in_flight=args.max_in_flight,
         io_workers=args.io_workers,
-        min_batch=args.min_batch,
+        waves=args.waves,
         limit=args.limit,
         resume=args.resume,
         video={

@@ -67,11 +67,12 @@ class StageOptions:
     io_workers: int = 4
     queue_size: int = 0  # 0: 2 x max_in_flight
     score_workers: int = 2
-    # With the engine idle, wait for this many ready samples (or the end of the input) before
-    # submitting. 1 = submit each sample the moment it is ready. Where decoding and the
-    # engine share CPU cores, a trickle of lone requests makes the engine run many near-empty
-    # steps that take cores from decoding; a first batch keeps its steps full.
-    min_batch: int = 1
+    # False: submit each sample the moment it is ready (continuous batching). True: submit in
+    # waves of up to max_in_flight samples, each once the engine is idle and a wave is loaded,
+    # while the I/O stage loads the next. Where the engine and decoding share a few CPU
+    # cores, a trickle of lone requests makes the engine run many near-empty steps that take
+    # cores from decoding; waves keep every step full.
+    waves: bool = False
     request_timeout_s: float = 600.0
     prompt_style: str = "direct"
     progress: bool = True
@@ -142,10 +143,17 @@ class Pipeline:
             fed.set()
             await ready.put(None)
 
-        async def batch_ready() -> None:
-            wanted = min(options.min_batch, ready.maxsize)
-            while not in_flight and ready.qsize() < wanted and not fed.is_set():
-                await asyncio.sleep(0.005)
+        wave_left = 0
+
+        async def next_ready() -> Prepared | None:
+            nonlocal wave_left
+            if options.waves and wave_left == 0:
+                wanted = min(options.max_in_flight, ready.maxsize)
+                while in_flight or (ready.qsize() < wanted and not fed.is_set()):
+                    await asyncio.sleep(0.005)
+                wave_left = max(1, min(ready.qsize(), options.max_in_flight))
+            wave_left = max(0, wave_left - 1)
+            return await ready.get()
 
         feeder = asyncio.create_task(feed())
         # A task that raises (dead engine, a failing record hook) stops the run at once.
@@ -168,8 +176,7 @@ class Pipeline:
         try:
             while True:
                 waited = time.perf_counter()
-                await unless_fatal(batch_ready())
-                prepared = await unless_fatal(ready.get())
+                prepared = await unless_fatal(next_ready())
                 self.stats["queue_wait_s"] += time.perf_counter() - waited
                 if prepared is None:
                     break

@@ -45,7 +45,7 @@ class EvalConfig:
     write_back: bool = False
     max_in_flight: int = 16
     io_workers: int = 4
-    min_batch: int = 1
+    waves: bool = False
     limit: int | None = None
     resume: bool = False
     video: dict[str, Any] = field(default_factory=dict)
@@ -161,7 +161,7 @@ def run_settings(config: EvalConfig, engine: Any, family: str, per_bench: dict[s
         "write_back": config.write_back,
         "max_in_flight": config.max_in_flight,
         "io_workers": config.io_workers,
-        "min_batch": config.min_batch,
+        "waves": config.waves,
         "request_timeout_s": config.request_timeout_s,
         "limit": config.limit,
     }
@@ -189,7 +189,7 @@ def _run(
         options = StageOptions(
             max_in_flight=config.max_in_flight,
             io_workers=config.io_workers,
-            min_batch=config.min_batch,
+            waves=config.waves,
             request_timeout_s=config.request_timeout_s,
             prompt_style=config.prompt_style,
             progress=config.progress,

@@ -32,7 +32,8 @@ GPU_RESOURCE = "nvidia.com/gpu"
 RUN_CONFIG_DIR = "/etc/easyvideor1"
 RUN_CONFIG_KEY = "run.yaml"
 RUN_CONFIG_PATH = f"{RUN_CONFIG_DIR}/{RUN_CONFIG_KEY}"
-TRAIN_ENTRYPOINT = f"evr1 train {shlex.quote(RUN_CONFIG_PATH)} distributed.mode=distributed"
+# The Ray job driver: RLTrainer with FSDP ranks as Ray actors in a placement group (services/trainer).
+TRAIN_ENTRYPOINT = f"python -m services.trainer.entrypoint {shlex.quote(RUN_CONFIG_PATH)} distributed.mode=distributed"
 COMPONENT = "trainer"
 CONFIG_VOLUME = "run-config"
 # Ray ports (the KubeRay port names, so its Services pick them up).

@@ -142,7 +142,7 @@ def parse_task(task_id: str, payload: Any) -> RolloutTask:
 
 def result_payload(task: RolloutTask, group: Any, *, policy_version: int, board: str, mix_injected: bool,
                    worker: str, attempt: int, counters: dict[str, float]) -> dict[str, Any]:
-    """The scored group of ``task`` (``group`` is a train.rollout_stage.Group)."""
+    """The scored group of ``task`` (``group`` is a rollout.stage.Group)."""
     return {"v": WIRE_VERSION, "status": "ok", "uid": task.uid, "problem_id": task.sample.problem_id,
             "prompt_ids": [int(t) for t in group.prompt.prompt_ids],
             "responses": [[int(t) for t in r] for r in group.responses], "texts": list(group.texts),

@@ -2,7 +2,7 @@
 
 One worker drives one engine. Each loop leases up to ``batch_size`` tasks (wire.py format),
 keeps the engine on the policy the tasks ask for (:class:`EngineWeights`), runs the same
-:class:`~easyvideor1.train.rollout_stage.RolloutStage` the embedded trainer runs (frames from
+:class:`~easyvideor1.rollout.stage.RolloutStage` the embedded trainer runs (frames from
 the frame store, falling back to decoding, counted; mix-policy; rewards through the reward
 client) and stores each group with ``put_result`` *before* ``ack``: a worker that dies in
 between leaves its leases to expire, and the tasks are delivered again (a second result for a
@@ -221,7 +221,7 @@ class RolloutWorker:
                 self._run_batch(batch)
 
     def _run_batch(self, batch: list[tuple[Message, RolloutTask]]) -> None:
-        from easyvideor1.train.rollout_stage import RolloutStage  # the embedded code path, reused as is
+        from easyvideor1.rollout.stage import RolloutStage  # the embedded code path, reused as is
 
         first = batch[0][1]
         try:

@@ -37,10 +37,11 @@ class DemoSettings:
     steps: int = 30
     group_size: int = 6
     batch_questions: int = 8
-    lr: float = 5e-3
+    lr: float = 1e-3
     ppo_epochs: int = 2
     offline_fraction: float = 1.0
     seed: int = 0
+    distributed: bool = False  # rollouts on the `evr1 up` cluster (queue, pool, services)
 
 
 # A two-layer model cannot read instructions: the demo's prompts are just the question (and
@@ -75,6 +76,8 @@ def demo_config(settings: DemoSettings, data_dir: Path, model_dir: Path) -> RunC
         f"trainer.output_dir={out / 'run'}", "trainer.loggers=[console,jsonl,tensorboard]",
         "trainer.resume=never", f"trainer.seed={settings.seed}",
     ]
+    if settings.distributed:
+        overrides.append("distributed.mode=distributed")
     return load_config(None, overrides)
 
 

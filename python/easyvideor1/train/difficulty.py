@@ -15,7 +15,7 @@ from typing import Any
 from easyvideor1.algos.mix_policy import MixPolicyConfig
 from easyvideor1.data import load_samples, write_samples
 from easyvideor1.rollout.base import SamplingConfig
-from easyvideor1.train.rollout_stage import RolloutStage
+from easyvideor1.rollout.stage import RolloutStage
 
 
 @dataclass

@@ -47,10 +47,10 @@ from easyvideor1.queue import (
     open_version_board,
 )
 from easyvideor1.rollout.base import SamplingConfig
+from easyvideor1.rollout.stage import Group, RoundResult, sample_fields
 from easyvideor1.rollout.weight_sync import WeightPublisher
 from easyvideor1.rollout.wire import WIRE_VERSION, WeightsRef, join_store, reward_from_dict, task_payload
 from easyvideor1.train.remote_run import RunIdentity, apply_cluster_defaults
-from easyvideor1.train.rollout_stage import Group, RoundResult, sample_fields
 
 log = get_logger(__name__)
 
@@ -80,7 +80,7 @@ class _Pending:
 
 
 class RemoteRolloutStage:
-    """``run`` has the signature and result of train/rollout_stage.py's ``RolloutStage.run``."""
+    """``run`` has the signature and result of rollout/stage.py's ``RolloutStage.run``."""
 
     def __init__(self, queue: WorkQueue, builder: PromptBuilder, loader: FrameLoader, renderer: PromptRenderer,
                  identity: RunIdentity, *, max_prompt_length: int, max_response_length: int, staleness: int = 0,

@@ -28,6 +28,7 @@ from easyvideor1.prompts.renderer import PromptRenderer
 from easyvideor1.rewards.client import open_reward_client
 from easyvideor1.rewards.types import RewardConfig
 from easyvideor1.rollout.base import RolloutEngine, SamplingConfig
+from easyvideor1.rollout.stage import Group, RolloutStage
 from easyvideor1.train.actor import Actor, TrainItem
 from easyvideor1.train.checkpoint import (
     latest_checkpoint,
@@ -39,7 +40,6 @@ from easyvideor1.train.checkpoint import (
 from easyvideor1.train.distributed import init_world
 from easyvideor1.train.media import build_frame_loader
 from easyvideor1.train.metrics import MetricsLogger, plot_curves
-from easyvideor1.train.rollout_stage import Group, RolloutStage
 from easyvideor1.train.sampler import ResumableSampler
 
 log = get_logger(__name__)

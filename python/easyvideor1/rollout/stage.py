@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from easyvideor1.algos.mix_policy import MixPolicyConfig, assemble_group, responses_to_generate
+from easyvideor1.algos.mix_policy import MixPolicyConfig
 from easyvideor1.cache import FrameLoader
 from easyvideor1.data import Sample
 from easyvideor1.errors import EasyVideoR1Error
@@ -22,6 +22,7 @@ from easyvideor1.prompts.renderer import PromptRenderer
 from easyvideor1.rewards.client import RewardClient, ScoreItem
 from easyvideor1.rewards.types import RewardResult
 from easyvideor1.rollout.base import RolloutEngine, RolloutRequest, SamplingConfig
+from easyvideor1.rollout.mix_policy import generate_groups
 
 log = get_logger(__name__)
 
@@ -94,10 +95,8 @@ class RolloutStage:
         started = time.perf_counter()
         for k, sample in enumerate(samples):
             uid = f"{uid_prefix}-{k}-{sample.problem_id}"
-            has_offline = sample.has_offline_trajectory and sample.offline_output is not None
-            count = responses_to_generate(n, has_offline, mix)
             try:
-                request = self._request(sample, uid, count)
+                request = self._request(sample, uid, n)
                 inputs = self.engine.build_inputs(request)
             except EasyVideoR1Error as exc:
                 filtered.append((sample.problem_id, f"{type(exc).__name__}: {exc}"))
@@ -117,7 +116,18 @@ class RolloutStage:
             return RoundResult([], filtered, timings)
 
         started = time.perf_counter()
-        results = self.engine.generate(requests, sampling)
+        offline = [s.offline_output if s.has_offline_trajectory else None for s in kept]
+        by_uid = {r.request_id: s for r, s in zip(requests, kept)}
+
+        def online_accuracies(request: RolloutRequest, completions: list) -> list[float]:
+            probe = Group(sample=by_uid[request.request_id], uid=request.request_id, prompt=None,
+                          responses=[], texts=[c.text for c in completions], is_offline=[], finish_reasons=[])
+            self._score([probe])
+            return probe.values("accuracy")
+
+        results = generate_groups(self.engine, requests, offline, sampling, mix,
+                                  max_response_length=self.max_response_length,
+                                  scorer=online_accuracies if mix.conditional else None)
         timings["rollout_s"] = time.perf_counter() - started
 
         groups = []
@@ -126,20 +136,18 @@ class RolloutStage:
             groups.append(Group(
                 sample=sample, uid=request.request_id, prompt=result.prompt,
                 responses=[list(c.token_ids) for c in completions], texts=[c.text for c in completions],
-                is_offline=[False] * len(completions), finish_reasons=[c.finish_reason for c in completions],
+                is_offline=[c.is_offline for c in completions], finish_reasons=[c.finish_reason for c in completions],
                 policy_version=result.policy_version))
         started = time.perf_counter()
         self._score(groups)
-        mix_groups = self._splice_offline(groups, n, mix) if mix.enabled else 0
         timings["reward_s"] = time.perf_counter() - started
+        mix_groups = sum(1 for g in groups if any(g.is_offline))
         return RoundResult(groups, filtered, timings, mix_groups)
 
-    def _score(self, groups: Sequence[Group], only_missing: bool = False) -> None:
+    def _score(self, groups: Sequence[Group]) -> None:
         items, slots = [], []
         for g, group in enumerate(groups):
             for r, text in enumerate(group.texts):
-                if only_missing and r < len(group.rewards):
-                    continue
                 s = group.sample
                 items.append(ScoreItem(id=f"{group.uid}/{r}", problem_type=s.problem_type, response=text,
                                        ground_truth=s.answer, options=list(s.options) if s.options else None,
@@ -148,38 +156,7 @@ class RolloutStage:
         if not items:
             return
         results = self.rewards.score(items)
-        for (g, r), result in zip(slots, results):
-            group = groups[g]
-            if r < len(group.rewards):
-                group.rewards[r] = result
-            else:
-                group.rewards.append(result)
-
-    def _splice_offline(self, groups: Sequence[Group], n: int, mix: MixPolicyConfig) -> int:
-        tokenizer = self.engine.tokenizer
-        eos = tokenizer.eos_token_id  # the end-of-turn token generation stops at (<|im_end|> for Qwen)
-
-        def encode(text: str) -> list[int]:
-            return tokenizer.encode(text, add_special_tokens=False)
-
-        spliced = 0
         for group in groups:
-            s = group.sample
-            if not (s.has_offline_trajectory and s.offline_output):
-                continue
-            assembled = assemble_group(
-                group.responses, s.offline_output, n=n, config=mix, encode=encode, eos_token_id=eos,
-                max_response_length=self.max_response_length,
-                online_accuracies=group.values("accuracy") if mix.conditional else None)
-            if not assembled.offline_injected:
-                continue
-            spliced += 1
-            online = len(assembled.responses) - 1
-            group.responses = [list(r) for r in assembled.responses]
-            group.texts = group.texts[:online] + [s.offline_output]
-            group.finish_reasons = group.finish_reasons[:online] + ["offline"]
-            group.is_offline = list(assembled.is_offline)
-            group.rewards = group.rewards[:online]
-        if spliced:
-            self._score(groups, only_missing=True)
-        return spliced
+            group.rewards = []
+        for (g, _), result in zip(slots, results):
+            groups[g].rewards.append(result)
