@@ -24,17 +24,17 @@ import argparse
 import os
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
+# name, seconds, fps, width, height
+import _media  # noqa: E402  (benchmarks/ is the script folder)
 import numpy as np
+from _media import best_seconds  # noqa: E402
 from easyvideor1.cache.blob import encode_blob
-from easyvideor1.cache.key import RACY_WINDOW_NS
 from easyvideor1.cache.loader import FrameLoader
 from easyvideor1.cache.stores.local import LocalStore
 from easyvideor1.video import VideoParams, decode_video
 
-# name, seconds, fps, width, height
 CASES = [
     ("long_60s_640x360_30fps", 60, 30, 640, 360),
     ("hd_10s_1280x720_30fps", 10, 30, 1280, 720),
@@ -45,31 +45,7 @@ TARGET_BYTES = 0.25
 
 
 def make_videos(workdir: Path) -> list[tuple[str, Path]]:
-    from easyvideor1.data.synth import make_long_video
-
-    videos = []
-    for seed, (name, seconds, fps, width, height) in enumerate(CASES):
-        path = workdir / f"{name}.mp4"
-        if not path.exists():
-            print(f"encoding {path.name} ...", flush=True)
-            make_long_video(path, seconds=seconds, fps=fps, width=width, height=height, seed=seed)
-        videos.append((name, path))
-    # A file modified within the racy window is re-hashed on every load; real data is older.
-    newest = max(os.stat(path).st_mtime_ns for _, path in videos)
-    wait = (newest + RACY_WINDOW_NS - time.time_ns()) / 1e9
-    if wait > 0:
-        time.sleep(wait + 0.1)
-    return videos
-
-
-def best_seconds(fn, repeats: int) -> float:
-    """The fastest of ``repeats`` runs: the least disturbed by other work on the machine."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+    return _media.make_videos(workdir, CASES)
 
 
 def pt_load_seconds(frames: np.ndarray, workdir: Path, repeats: int) -> tuple[float, int]:

@@ -32,6 +32,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("EVR1_LOG_LEVEL", "WARNING")
+# Both engines' OpenMP threads sleep while waiting (the eval engine sets this for its engine
+# core anyway; set before torch loads so the in-process baseline engine gets it too).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from easyvideor1.cache import FrameLoader, open_store  # noqa: E402
 from easyvideor1.cache.builder import build_cache  # noqa: E402
@@ -184,7 +187,8 @@ def main() -> None:
             "async_cold": ("async pipeline, decode on the fly", "decode",
                            lambda: pipeline(async_engine, model, data, work / "a", sampling, c, io, None)),
             "async_cold_waves": ("  the same, --waves", "decode",
-                                 lambda: pipeline(async_engine, model, data, work / "c", sampling, c, io, None, True)),
+                                 lambda: pipeline(async_engine, model, data, work / "c", sampling, c, io,
+                                                  None, True)),
             "sync_warm": ("baseline: read cache, then LLM.generate", "cache",
                           lambda: baseline(sync_engine, data, params, sampling, c, store)),
             "async_warm": ("async pipeline over the frame cache", "cache",

@@ -31,6 +31,9 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 SOURCE = (12, 24, 320, 240)
 
 
+from _media import wait_out_racy_window  # noqa: E402  (benchmarks/ is the script folder)
+
+
 def make_videos(workdir: Path, count: int) -> list[Path]:
     """Synthetic clips (a moving square on a gradient), compressible like real footage."""
     from easyvideor1.video.encode import write_video
@@ -49,16 +52,6 @@ def make_videos(workdir: Path, count: int) -> list[Path]:
             write_video(path, frames, fps)
         paths.append(path)
     return paths
-
-
-def wait_out_racy_window(paths: list[Path]) -> None:
-    """Files modified within the hash index's racy window are re-hashed on every load."""
-    from easyvideor1.cache.key import RACY_WINDOW_NS
-
-    newest = max(os.stat(p).st_mtime_ns for p in paths)
-    wait = (newest + RACY_WINDOW_NS - time.time_ns()) / 1e9
-    if wait > 0:
-        time.sleep(wait)
 
 
 def requests_for(videos, n: int):

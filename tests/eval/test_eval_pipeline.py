@@ -146,10 +146,12 @@ def test_engine_errors_timeouts_and_prompt_styles(bench_fixtures, tiny_model, ev
     result = run_eval(small_config(tiny_model, {"jsonl": data}, tmp_path / "run", prompt_style="reasoning",
                                    limit=4), eval_engine)
     summary = result["summaries"]["jsonl"]
-    assert summary["n"] == 4 and [(f["id"], f["kind"]) for f in summary["failures"]] == [("too-long", "engine")]
+    assert summary["n"] == 4
+    assert [(f["id"], f["kind"]) for f in summary["failures"]] == [("too-long", "engine")]
     records = {r["id"]: r for r in read_results(tmp_path / "run" / "results.jsonl")}
     assert "beyond-limit" not in records  # --limit 4
-    assert "<think>" in records["j1"]["prompt"] and records["j1"]["prompt"].startswith("<video>\nHow many squares?")
+    assert "<think>" in records["j1"]["prompt"]
+    assert records["j1"]["prompt"].startswith("<video>\nHow many squares?")
     assert records["too-long"]["values"] == {"accuracy": 0.0}
 
     result = run_eval(small_config(tiny_model, {"videomme": root / "videomme"}, tmp_path / "slow",
@@ -157,6 +159,7 @@ def test_engine_errors_timeouts_and_prompt_styles(bench_fixtures, tiny_model, ev
     summary = result["summaries"]["videomme"]
     assert summary["n_failed"] == summary["n"] == 3 and summary["failures_by_kind"] == {"timeout": 3}
     # The aborted requests left the engine usable.
-    result = run_eval(small_config(tiny_model, {"videomme": root / "videomme"}, tmp_path / "after"), eval_engine)
+    after = small_config(tiny_model, {"videomme": root / "videomme"}, tmp_path / "after", waves=True)
+    result = run_eval(after, eval_engine)
     assert result["summaries"]["videomme"]["n_failed"] == 0
     assert "Answer with the letter" in read_results(tmp_path / "after" / "results.jsonl")[0]["prompt"]

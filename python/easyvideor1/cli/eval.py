@@ -27,8 +27,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ev.add_argument("--max-in-flight", type=int, default=16, help="requests kept in the engine (default 16)")
     ev.add_argument("--io-workers", type=int, default=4, help="frame-loading threads (default 4)")
     ev.add_argument("--waves", action="store_true",
-                    help="submit in waves of --max-in-flight samples once the engine is idle, loading the next "
-                         "wave meanwhile (for machines where the engine and decoding share a few CPU cores)")
+                    help="submit in waves of --max-in-flight samples once the engine is idle, loading the "
+                         "next wave meanwhile (for machines where the engine and decoding share few "
+                         "CPU cores)")
     ev.add_argument("--limit", type=int, help="first N items of each benchmark")
     ev.add_argument("--resume", action="store_true", help="continue the run in --out, skipping finished ids")
     frames = ev.add_argument_group("frames (default: each benchmark's protocol settings)")

@@ -34,8 +34,8 @@ class DemoSettings:
     out_dir: Path
     family: str = "qwen2_5_vl"
     n_per_type: int = 40
-    steps: int = 30
-    group_size: int = 6
+    steps: int = 80
+    group_size: int = 8
     batch_questions: int = 8
     lr: float = 1e-3
     ppo_epochs: int = 2
