@@ -30,6 +30,7 @@ from pathlib import Path
 import _media  # noqa: E402  (benchmarks/ is the script folder)
 import numpy as np
 from _media import best_seconds  # noqa: E402
+
 from easyvideor1.cache.blob import encode_blob
 from easyvideor1.cache.loader import FrameLoader
 from easyvideor1.cache.stores.local import LocalStore

@@ -95,11 +95,11 @@ def rl_step(workdir: Path, steps: int) -> None:
 
 
 def frames(workdir: Path, repeats: int) -> None:
+    from frame_service import build_through_service, make_videos, run
+
     from easyvideor1.cache.loader import FrameLoader
     from easyvideor1.cache.stores.base import open_store
     from easyvideor1.video import VideoParams
-    from frame_service import build_through_service, make_videos, run
-
     from services.frame_cache.launch import FrameCacheServer
 
     params = VideoParams(fps=2.0, max_frames=128)

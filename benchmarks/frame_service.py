@@ -28,6 +28,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+
 from easyvideor1.cache.loader import FrameLoader
 from easyvideor1.cache.stores.base import open_store
 from easyvideor1.video import VideoParams, decode_video

@@ -29,8 +29,9 @@ def free_port() -> int:
 
 def main() -> None:
     import torch
-    from easyvideor1.models.tiny import build_tiny_model
     from fsdp_worker import make_media, run_world
+
+    from easyvideor1.models.tiny import build_tiny_model
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--precision", nargs="+", default=["fp32", "bf16"])

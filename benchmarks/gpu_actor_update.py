@@ -101,10 +101,11 @@ def time_steps(fn, steps: int) -> float:
 
 def main() -> None:
     import torch
+    from transformers import Qwen2_5_VLForConditionalGeneration
+
     from easyvideor1.models import attention
     from easyvideor1.models.checkpointing import keep_activations
     from easyvideor1.models.forward import collate_forward_batch, compute_log_probs
-    from transformers import Qwen2_5_VLForConditionalGeneration
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=3)

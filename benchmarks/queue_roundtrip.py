@@ -18,8 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from easyvideor1.queue import WorkQueue, open_queue  # noqa: E402
 from servers import redis_server  # noqa: E402
+
+from easyvideor1.queue import WorkQueue, open_queue  # noqa: E402
 
 
 def roundtrip(queue: WorkQueue, tasks: int, batch: int) -> float:

@@ -23,7 +23,6 @@ import time
 from easyvideor1.rewards.client import HttpRewardClient, InProcessRewardClient, prepare_item
 from easyvideor1.rewards.registry import score
 from easyvideor1.rewards.types import RewardConfig
-
 from services.reward.examples import CHEAP, TEXT, mixed_batch
 from services.reward.launch import reward_server
 

@@ -81,12 +81,13 @@ def main() -> None:
     parser.add_argument("--workdir")
     args = parser.parse_args()
 
+    from transformers import AutoModelForImageTextToText
+
     from easyvideor1.cache.loader import FrameLoader
     from easyvideor1.cache.stores.local import LocalStore
     from easyvideor1.models import build_tiny_model, get_family, perturb_weights
     from easyvideor1.rollout import HFEngine, SamplingConfig, VLLMEngine
     from easyvideor1.video import VideoParams, decode_video
-    from transformers import AutoModelForImageTextToText
 
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="evr1_rollout_bench_"))
     workdir.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
+
 from easyvideor1.config import RunConfig, apply_override, validate_config
 from easyvideor1.errors import ConfigError
 from easyvideor1.k8s import render_job, s3_env
@@ -24,7 +25,6 @@ from easyvideor1.k8s.security import (
     scratch_mounts,
     scratch_volumes,
 )
-
 from operators.videorljob import API_VERSION, KIND
 
 MANAGED_BY = "easyvideor1-operator"

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from easyvideor1.errors import ConfigError
-
 from operators.videorljob.manifests import (
     ChildNames,
     Desired,

@@ -21,18 +21,18 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from easyvideor1 import __version__
-from easyvideor1.cache.stores.base import FrameStore, check_key, open_store
-from easyvideor1.cache.stores.local import LocalStore
-from easyvideor1.errors import CacheError, StoreError
-from easyvideor1.logging import event, get_logger
-from easyvideor1.queue import QueueError, ResultTimeoutError, TaskDeadLetteredError
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import ValidationError
 
+from easyvideor1 import __version__
+from easyvideor1.cache.stores.base import FrameStore, check_key, open_store
+from easyvideor1.cache.stores.local import LocalStore
+from easyvideor1.errors import CacheError, StoreError
+from easyvideor1.logging import event, get_logger
+from easyvideor1.queue import QueueError, ResultTimeoutError, TaskDeadLetteredError
 from services.frame_cache import builds, schemas
 from services.frame_cache.blobs import blob_size, open_blob, verify_upload
 from services.frame_cache.board import open_build_board

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import blake3
+
 from easyvideor1.cache.blob import blob_metadata, decode_blob
 from easyvideor1.cache.key import FORMAT_VERSION, CacheKey
 from easyvideor1.cache.stores.base import FrameStore, check_key

@@ -22,6 +22,8 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from easyvideor1.cache.builder import BuildFailure, BuildSummary, build_cache
 from easyvideor1.cache.key import CacheKey, cache_key
 from easyvideor1.cache.loader import index_for_store
@@ -30,7 +32,6 @@ from easyvideor1.cache.stores.base import open_store
 from easyvideor1.errors import ConfigError, EasyVideoR1Error, MediaError, MediaMissingError
 from easyvideor1.models.families import get_family
 from easyvideor1.video.metadata import ImageParams, VideoParams
-from pydantic import BaseModel, ConfigDict, Field
 
 MAX_MEDIA = 100_000
 MAX_LISTED_FAILURES = 1000  # a status record stays small; the counts stay exact

@@ -106,7 +106,6 @@ def serve(args: argparse.Namespace) -> int:
 
 def _worker_only(args: argparse.Namespace, queue) -> int:
     from easyvideor1.cache.stores.base import open_store
-
     from services.frame_cache.board import open_build_board
     from services.frame_cache.metrics import FrameCacheMetrics
     from services.frame_cache.worker import BuildSettings, BuildWorkers

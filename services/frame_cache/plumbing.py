@@ -6,11 +6,11 @@ import asyncio
 import time
 from typing import Any
 
-from easyvideor1.errors import StoreError
-from easyvideor1.queue import QueueError
 from fastapi import HTTPException, Request
 from starlette.requests import ClientDisconnect
 
+from easyvideor1.errors import StoreError
+from easyvideor1.queue import QueueError
 from services.frame_cache.metrics import FrameCacheMetrics
 
 

@@ -26,7 +26,6 @@ from typing import Any, TypeVar
 from easyvideor1.logging import event, get_logger
 from easyvideor1.queue import Message, QueueError, QueueUnavailableError, WorkQueue, open_queue
 from easyvideor1.queue.base import split_url
-
 from services.frame_cache import builds
 from services.frame_cache.board import BuildBoard
 from services.frame_cache.metrics import FrameCacheMetrics

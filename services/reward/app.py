@@ -21,11 +21,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from easyvideor1 import __version__
-from easyvideor1.logging import event, get_logger
-from easyvideor1.rewards.client import DEFAULT_MAX_ITEM_CHARS, json_type_name, jsonable, prepare_item
-from easyvideor1.rewards.registry import UnknownProblemType, canonical_problem_type, scorer_specs
-from easyvideor1.rewards.types import RewardConfig
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
@@ -33,6 +28,11 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.requests import ClientDisconnect
 
+from easyvideor1 import __version__
+from easyvideor1.logging import event, get_logger
+from easyvideor1.rewards.client import DEFAULT_MAX_ITEM_CHARS, json_type_name, jsonable, prepare_item
+from easyvideor1.rewards.registry import UnknownProblemType, canonical_problem_type, scorer_specs
+from easyvideor1.rewards.types import RewardConfig
 from services.reward import schemas
 from services.reward.metrics import RewardMetrics
 from services.reward.pool import ScoringPool

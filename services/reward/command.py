@@ -9,7 +9,6 @@ from easyvideor1.errors import ConfigError
 from easyvideor1.logging import event, get_logger
 from easyvideor1.rewards.client import DEFAULT_MAX_ITEM_CHARS, TOKEN_ENV
 from easyvideor1.rewards.types import RewardConfig
-
 from services.reward.config import load_reward_config
 
 _log = get_logger("services.reward")

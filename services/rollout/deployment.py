@@ -20,12 +20,13 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from easyvideor1.errors import ConfigError
-from easyvideor1.logging import event, get_logger
 from ray import serve
 from ray.serve.config import AutoscalingContext, AutoscalingPolicy
 from starlette.requests import Request
 from starlette.responses import JSONResponse
+
+from easyvideor1.errors import ConfigError
+from easyvideor1.logging import event, get_logger
 
 log = get_logger("services.rollout")
 DEPLOYMENT_NAME = "RolloutEngine"  # the Helm chart's rollout.deploymentName

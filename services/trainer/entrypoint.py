@@ -39,9 +39,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     import ray
+
     from easyvideor1.train.remote_run import apply_cluster_defaults
     from easyvideor1.train.trainer import RLTrainer
-
     from services.trainer.ray_actors import RayActorGroup
 
     cfg = load_config(args.config, [*args.overrides, "distributed.mode=distributed"])

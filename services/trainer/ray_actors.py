@@ -18,12 +18,13 @@ import socket
 from typing import Any
 
 import ray
-from easyvideor1.config.schema import RunConfig
-from easyvideor1.errors import EasyVideoR1Error
-from easyvideor1.logging import event, get_logger
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from easyvideor1.config.schema import RunConfig
+from easyvideor1.errors import EasyVideoR1Error
+from easyvideor1.logging import event, get_logger
 
 log = get_logger("services.trainer")
 

@@ -6,10 +6,11 @@ import math
 
 import pytest
 import torch
-from easyvideor1.algos import ADVANTAGE_ESTIMATORS, AlgoInputError, compute_advantage, discounted_returns
-from easyvideor1.errors import ConfigError
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+
+from easyvideor1.algos import ADVANTAGE_ESTIMATORS, AlgoInputError, compute_advantage, discounted_returns
+from easyvideor1.errors import ConfigError
 
 GROUP_ESTIMATORS = ("grpo", "dr_grpo", "grpo_passk", "rloo", "reinforce_plus_plus_baseline", "gdpo")
 FAST = settings(max_examples=50, deadline=None)

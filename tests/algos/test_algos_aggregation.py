@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from easyvideor1.algos import (
     LOSS_AGG_MODES,
     AlgoInputError,
@@ -12,8 +15,6 @@ from easyvideor1.algos import (
     loss_denominators,
 )
 from easyvideor1.errors import ConfigError
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 FAST = settings(max_examples=50, deadline=None)
 

@@ -6,6 +6,9 @@ import itertools
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from easyvideor1.algos import (
     AlgoInputError,
     DynamicSamplingExhaustedError,
@@ -14,8 +17,6 @@ from easyvideor1.algos import (
     informative_group_mask,
     overlong_penalty,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 
 def test_mask_keeps_groups_strictly_inside_bounds():

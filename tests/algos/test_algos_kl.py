@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+
 from easyvideor1.algos import (
     KL_ESTIMATORS,
     AdaptiveKLController,

@@ -6,6 +6,9 @@ import math
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from easyvideor1.algos import (
     LOSS_AGG_MODES,
     POLICY_LOSSES,
@@ -14,8 +17,6 @@ from easyvideor1.algos import (
     policy_loss_per_token,
 )
 from easyvideor1.errors import ConfigError
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 FAST = settings(max_examples=50, deadline=None)
 

@@ -8,12 +8,13 @@ import struct
 
 import numpy as np
 import pytest
+from safetensors import safe_open
+from video_samples import make_image, make_video
+
 from easyvideor1.cache.blob import decode_blob, encode_blob, read_header
 from easyvideor1.cache.key import HashIndex, cache_key, make_key
 from easyvideor1.errors import CacheError, CacheMismatchError
 from easyvideor1.video import ImageParams, VideoParams, decode_video, load_image
-from safetensors import safe_open
-from video_samples import make_image, make_video
 
 SMALL = VideoParams(min_pixels=28 * 28, max_pixels=64 * 64)
 

@@ -8,12 +8,13 @@ import shutil
 
 import numpy as np
 import pytest
+from video_samples import make_audio_only, make_image, make_video
+
 from easyvideor1.cache.builder import build_cache
 from easyvideor1.cache.loader import FrameLoader
 from easyvideor1.cache.stores.local import LocalStore
 from easyvideor1.cache.worker import HANG_ENV
 from easyvideor1.video import ImageParams, VideoParams, decode_video
-from video_samples import make_audio_only, make_image, make_video
 
 VIDEO = VideoParams(min_pixels=28 * 28, max_pixels=64 * 64)
 IMAGE = ImageParams(min_pixels=28 * 28, max_pixels=56 * 56)

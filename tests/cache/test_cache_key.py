@@ -8,6 +8,7 @@ import time
 
 import blake3
 import pytest
+
 from easyvideor1.cache.key import (
     RACY_WINDOW_NS,
     HashIndex,

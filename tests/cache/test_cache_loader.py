@@ -6,12 +6,13 @@ import threading
 
 import numpy as np
 import pytest
+from video_samples import make_image, make_video
+
 from easyvideor1.cache.loader import FrameLoader
 from easyvideor1.cache.stores.base import open_store
 from easyvideor1.cache.stores.local import LocalStore
 from easyvideor1.errors import MediaMissingError
 from easyvideor1.video import ImageParams, VideoParams, decode_video, load_image
-from video_samples import make_image, make_video
 
 VIDEO = VideoParams(min_pixels=28 * 28, max_pixels=64 * 64)
 IMAGE = ImageParams(min_pixels=28 * 28, max_pixels=56 * 56)

@@ -8,6 +8,7 @@ import threading
 import time
 
 import pytest
+
 from easyvideor1.cache.stores.base import open_store
 from easyvideor1.cache.stores.local import LocalStore
 from easyvideor1.errors import StoreError

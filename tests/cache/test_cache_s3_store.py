@@ -6,6 +6,7 @@ import os
 import uuid
 
 import pytest
+
 from easyvideor1.cache.stores.base import open_store
 from easyvideor1.cache.stores.s3 import S3Store
 from easyvideor1.errors import StoreError

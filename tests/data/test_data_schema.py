@@ -7,6 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from easyvideor1.data import (
     Sample,
     ensure_placeholders,
@@ -16,8 +19,6 @@ from easyvideor1.data import (
     write_samples,
 )
 from easyvideor1.errors import DataError
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 GOOD = {"problem": "What happens?", "answer": "yes", "problem_type": "boolean", "videos": ["clip.mp4"]}
 MC = {"problem": "<video>Which colour?", "answer": "B", "problem_type": "multiple choice",

@@ -11,11 +11,12 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
+from PIL import Image
+
 from easyvideor1.data import load_samples
 from easyvideor1.data.synth import SYNTH_TYPES, generate_synthetic, make_long_video
 from easyvideor1.data.synth_render import BACKGROUND, PALETTE, TextItem, render_frames
 from easyvideor1.errors import ConfigError
-from PIL import Image
 
 N, SEED, FPS, SIZE = 5, 3, 8.0, 64
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 from dist_helpers import make_data, run_overrides
+
 from easyvideor1.cli._procs import alive, session_tree
 from easyvideor1.config import dump_config, load_config
 

@@ -18,6 +18,9 @@ from pathlib import Path
 import pytest
 import torch
 from dist_helpers import log_tail, make_config, make_data, read_status, start_worker, wait_for
+from safetensors.torch import load_file
+from servers import redis_server, stop_process
+
 from easyvideor1.algos.mix_policy import MixPolicyConfig
 from easyvideor1.cache.builder import build_cache
 from easyvideor1.data import load_samples
@@ -26,9 +29,6 @@ from easyvideor1.prompts.renderer import PromptRenderer
 from easyvideor1.rollout.base import SamplingConfig
 from easyvideor1.train.media import build_frame_loader, frame_params
 from easyvideor1.train.remote_stage import QueueOutageError, RemoteRolloutTimeout, build_remote_parts
-from safetensors.torch import load_file
-from servers import redis_server, stop_process
-
 from services.frame_cache.launch import FrameCacheServer
 from services.reward.launch import RewardServer
 

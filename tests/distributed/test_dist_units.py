@@ -10,6 +10,9 @@ import json
 import pytest
 import torch
 from dist_helpers import make_config, make_data
+from ray.serve._private.common import DeploymentID, ReplicaID
+from ray.serve.config import AutoscalingContext
+
 from easyvideor1.algos.mix_policy import MixPolicyConfig
 from easyvideor1.data import load_samples
 from easyvideor1.errors import ConfigError
@@ -20,9 +23,6 @@ from easyvideor1.train.checkpoint import save_checkpoint
 from easyvideor1.train.remote_run import RUN_FILE, RunIdentity, apply_cluster_defaults
 from easyvideor1.train.remote_stage import RemotePolicySync, RemoteRolloutStage
 from easyvideor1.video.metadata import ImageParams, VideoParams
-from ray.serve._private.common import DeploymentID, ReplicaID
-from ray.serve.config import AutoscalingContext
-
 from services.rollout.deployment import BacklogPolicy, PoolArgs
 
 

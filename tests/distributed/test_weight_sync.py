@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from minio import Minio
+from safetensors.torch import load
+
 from easyvideor1.queue import VersionError, VersionTimeoutError, open_version_board
 from easyvideor1.rollout.weight_sync import (
     WeightCorruptError,
@@ -17,8 +20,6 @@ from easyvideor1.rollout.weight_sync import (
     WeightSyncError,
     is_stale,
 )
-from minio import Minio
-from safetensors.torch import load
 
 
 def _state(seed: int) -> dict[str, torch.Tensor]:

@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 import torch
+
 from easyvideor1.models.tiny import build_tiny_model
 from easyvideor1.queue import open_version_board
 from easyvideor1.rollout.base import RolloutRequest, SamplingConfig

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+
 from easyvideor1.data.synth import generate_synthetic
 from easyvideor1.video.encode import write_video
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from easyvideor1.errors import DataError
 from easyvideor1.eval import AnnotationError, EvalError, get_benchmark, parse_benchmarks
 

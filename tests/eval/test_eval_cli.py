@@ -15,9 +15,10 @@ import time
 from collections import Counter
 
 import pytest
+from eval_fixtures import SIZE, WRITERS, small_config
+
 from easyvideor1.eval import run_eval
 from easyvideor1.eval.results import read_results
-from eval_fixtures import SIZE, WRITERS, small_config
 
 
 @pytest.fixture(scope="session")

@@ -7,11 +7,12 @@ import shutil
 from collections import Counter
 
 import pytest
+from eval_fixtures import WRITERS, small_config
+from servers import free_port
+
 from easyvideor1.eval import run_eval
 from easyvideor1.eval.results import read_results
 from easyvideor1.rollout.base import SamplingConfig
-from eval_fixtures import WRITERS, small_config
-from servers import free_port
 
 
 class StopRun(Exception):

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from eval_fixtures import perfect_response, wrong_response
+
 from easyvideor1.cli.main import main
 from easyvideor1.eval import EvalError, ScoringContext, get_benchmark
 from easyvideor1.eval.pipeline import scored_record
 from easyvideor1.eval.report import compare_rows, load_report, write_report
 from easyvideor1.eval.results import ResultsLog, read_results, settings_differences
-from eval_fixtures import perfect_response, wrong_response
 
 SETTINGS = {"model": "/m", "family": "qwen2_5_vl", "sampling": {"temperature": 0.0, "max_tokens": 8},
             "prompt_style": "direct", "judge": None, "engine_args": {"max_num_seqs": 8, "dtype": "float32"},

@@ -13,10 +13,10 @@ import functools
 from typing import Any
 
 import yaml
-from easyvideor1.config import load_config
-from easyvideor1.k8s import render_job, s3_env
 from k8s_support import REPO, VALUES_FILES, load_values, render_objects
 
+from easyvideor1.config import load_config
+from easyvideor1.k8s import render_job, s3_env
 from operators.videorljob.manifests import OperatorDefaults
 from operators.videorljob.reconcile import Observed, plan
 

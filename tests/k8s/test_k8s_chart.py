@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from easyvideor1.config import apply_override, validate_config
 from helm_python.chart import lint
 from helm_python.errors import HelmError
 from k8s_corpus import chart_cases
 from k8s_support import CHART, RECOMMENDED_LABELS, RELEASE, by_kind, chart, ident, notes, render_objects
+
+from easyvideor1.config import apply_override, validate_config
 
 TRAINER = {"trainer": {"enabled": True}}
 

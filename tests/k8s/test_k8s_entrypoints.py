@@ -8,8 +8,6 @@ import shlex
 
 import pytest
 import yaml
-from easyvideor1.errors import ConfigError
-from easyvideor1.k8s import RAY_VERSION
 from k8s_commands import (
     PROJECT_REGISTRY,
     THIRD_PARTY_IMAGES,
@@ -25,6 +23,9 @@ from k8s_commands import (
 )
 from k8s_corpus import corpus, corpus_ids
 from k8s_support import REPO, chart, containers, ident, images, pod_specs, render, split_image
+
+from easyvideor1.errors import ConfigError
+from easyvideor1.k8s import RAY_VERSION
 
 DOCKERFILES = sorted((REPO / "docker").glob("*.Dockerfile"))
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from k8s_corpus import EXAMPLE_RUN
+from k8s_support import REPO, kuberay_errors, load_yaml_docs
+
 from easyvideor1.cli.main import main
 from easyvideor1.config import apply_override, dump_config, load_config, validate_config
 from easyvideor1.errors import ConfigError
 from easyvideor1.k8s import RUN_CONFIG_PATH, TRAIN_ENTRYPOINT, render_job
-from k8s_corpus import EXAMPLE_RUN
-from k8s_support import REPO, kuberay_errors, load_yaml_docs
 
 EXAMPLE_JOB = REPO / "examples" / "k8s" / "rayjob-qwen25vl-7b.yaml"
 EXAMPLE_ARGS = ["--s3-endpoint", "http://easyvideor1-minio:9000", "--s3-secret", "easyvideor1-s3"]

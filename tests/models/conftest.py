@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from easyvideor1.models import build_tiny_model
 
 FAMILY_NAMES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5")
@@ -25,8 +26,9 @@ def processors(tiny_dirs):
 @pytest.fixture(scope="session")
 def hf_models(tiny_dirs):
     """family name -> the tiny model in float32 with perturbed (non-flat) weights, eval mode."""
-    from easyvideor1.models import perturb_weights
     from transformers import AutoModelForImageTextToText
+
+    from easyvideor1.models import perturb_weights
 
     models = {}
     for name, path in tiny_dirs.items():

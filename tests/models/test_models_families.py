@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from easyvideor1.errors import ConfigError
 from easyvideor1.models import (
     FAMILIES,

@@ -7,6 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
+
 from easyvideor1.models import (
     MediaInputError,
     PlaceholderMismatchError,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+
 from easyvideor1.models import PositionError, build_prompt, mrope_positions
 from easyvideor1.models.tiny import random_image_input, random_video_input
 

@@ -6,6 +6,7 @@ import json
 
 import pytest
 import torch
+
 from easyvideor1.cli.main import main as evr1
 from easyvideor1.models import FAMILIES, build_prompt, build_tiny_model, safetensors_digest
 from easyvideor1.models.forward import collate_forward_batch, compute_log_probs

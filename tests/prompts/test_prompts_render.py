@@ -6,6 +6,7 @@ import json
 import re
 
 import pytest
+
 from easyvideor1.prompts import PromptError, PromptRenderer, render_prompt, template_stem
 
 TYPES = {

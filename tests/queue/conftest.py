@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from easyvideor1.queue import WorkQueue, open_queue
 from queue_helpers import fresh_namespace
+
+from easyvideor1.queue import WorkQueue, open_queue
 
 BACKENDS = ["memory", "redis"]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 import pytest
+
 from easyvideor1.queue import (
     DuplicateTaskError,
     NackOutcome,

@@ -9,8 +9,9 @@ import random
 import threading
 
 import pytest
-from easyvideor1.queue import BackPressureTimeoutError, NackOutcome, QueueClosedError
 from queue_helpers import fresh_namespace
+
+from easyvideor1.queue import BackPressureTimeoutError, NackOutcome, QueueClosedError
 
 
 def test_back_pressure_blocks_then_times_out_with_clear_error(queue_factory):

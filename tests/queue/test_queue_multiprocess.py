@@ -9,8 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from easyvideor1.queue import RedisStreamQueue
 from queue_helpers import fresh_namespace
+
+from easyvideor1.queue import RedisStreamQueue
 
 WORKER = Path(__file__).with_name("queue_worker.py")
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from queue_helpers import fresh_namespace
+
 from easyvideor1.errors import ConfigError, EasyVideoR1Error
 from easyvideor1.queue import (
     InProcessQueue,
@@ -12,7 +14,6 @@ from easyvideor1.queue import (
     key_prefix,
     open_queue,
 )
-from queue_helpers import fresh_namespace
 
 
 def test_url_scheme_selects_backend(redis_url):

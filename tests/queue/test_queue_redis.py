@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 import redis
+from queue_helpers import fresh_namespace
+from servers import free_port
+
 from easyvideor1.queue import (
     QueueUnavailableError,
     RedisStreamQueue,
@@ -11,8 +14,6 @@ from easyvideor1.queue import (
     open_queue,
     open_version_board,
 )
-from queue_helpers import fresh_namespace
-from servers import free_port
 
 
 def test_every_redis_key_starts_with_the_namespace_prefix(redis_instance):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 
 import pytest
+from queue_helpers import fresh_namespace
+
 from easyvideor1.queue import (
     PayloadError,
     QueueClosedError,
@@ -13,7 +15,6 @@ from easyvideor1.queue import (
     WeightVersion,
     open_version_board,
 )
-from queue_helpers import fresh_namespace
 
 
 @pytest.fixture()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from easyvideor1.rewards.boolean import read_polarity, score_boolean
 from easyvideor1.rewards.extract import GroundTruthError
 from easyvideor1.rewards.types import ScoreRequest

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from skimage.metrics import structural_similarity
+
 from easyvideor1.rewards.code_extract import extract_code, pick_fence
 from easyvideor1.rewards.image_similarity import ssim, to_gray
-from skimage.metrics import structural_similarity
 
 SVG = '<svg xmlns="http://www.w3.org/2000/svg"><rect width="5" height="5"/></svg>'
 

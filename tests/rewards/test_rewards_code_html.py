@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+
 from easyvideor1.rewards import ScoreRequest, score
 from easyvideor1.rewards.code_html import score_html
 from easyvideor1.rewards.extract import GroundTruthError

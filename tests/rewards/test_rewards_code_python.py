@@ -9,6 +9,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+
 from easyvideor1.rewards import RewardConfig, ScoreRequest, score
 from easyvideor1.rewards.code_python import parse_tests, score_code, values_equal
 from easyvideor1.rewards.extract import GroundTruthError

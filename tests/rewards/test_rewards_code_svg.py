@@ -6,6 +6,7 @@ import threading
 import time
 
 import pytest
+
 from easyvideor1.rewards import ScoreRequest, score
 from easyvideor1.rewards.code_svg import RENDERER, _reference, score_svg
 from easyvideor1.rewards.extract import GroundTruthError

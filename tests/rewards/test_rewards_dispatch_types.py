@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from easyvideor1.rewards import RewardConfig, ScoreRequest, canonical_problem_type, score
 
 # problem_type spelling -> (response, ground truth, options): every one a perfect answer.

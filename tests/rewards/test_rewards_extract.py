@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from easyvideor1.errors import ConfigError
 from easyvideor1.rewards.extract import (
     Extraction,

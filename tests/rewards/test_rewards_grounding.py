@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from easyvideor1.rewards.extract import GroundTruthError
 from easyvideor1.rewards.geometry import GeometryError, as_box, as_interval, box_iou, interval_iou, time_key
 from easyvideor1.rewards.spatial_grounding import parse_box, score_spatial_grounding

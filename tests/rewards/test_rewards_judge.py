@@ -16,13 +16,14 @@ from collections import deque
 
 import pytest
 import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse
+
 from easyvideor1.errors import ConfigError
 from easyvideor1.rewards import RewardConfig, ScoreRequest, score
 from easyvideor1.rewards.extract import GroundTruthError
 from easyvideor1.rewards.judge import JudgeConfig, JudgeUnavailable, judge_open_ended, parse_verdict
 from easyvideor1.rewards.preference import score_preference
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, PlainTextResponse
 
 
 class ScriptedJudge:

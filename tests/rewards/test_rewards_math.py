@@ -6,6 +6,7 @@ import threading
 import time
 
 import pytest
+
 from easyvideor1.rewards import math_answer
 from easyvideor1.rewards.extract import GroundTruthError
 from easyvideor1.rewards.math_answer import MathTimeout, call_with_timeout, score_math

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from easyvideor1.rewards.extract import GroundTruthError
 from easyvideor1.rewards.multiple_choice import label_options, read_choice, score_multiple_choice
 from easyvideor1.rewards.types import ScoreRequest

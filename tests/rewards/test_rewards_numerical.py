@@ -5,6 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
+
 from easyvideor1.rewards.extract import GroundTruthError
 from easyvideor1.rewards.numbers import parse_number
 from easyvideor1.rewards.numerical import score_numerical

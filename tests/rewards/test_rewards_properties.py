@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 from fractions import Fraction
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from easyvideor1.rewards.boolean import score_boolean
 from easyvideor1.rewards.extract import extract_answer
 from easyvideor1.rewards.geometry import box_iou, interval_iou
@@ -21,8 +24,6 @@ from easyvideor1.rewards.spatiotemporal_grounding import score_spatiotemporal_gr
 from easyvideor1.rewards.temporal_grounding import score_temporal_grounding
 from easyvideor1.rewards.tracking import score_tracking
 from easyvideor1.rewards.types import ScoreRequest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 OPTS = {"answer_tag_policy": "last", "timeout_s": 20.0}
 

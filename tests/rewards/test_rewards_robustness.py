@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from easyvideor1.rewards.boolean import score_boolean
 from easyvideor1.rewards.multiple_choice import score_multiple_choice
 from easyvideor1.rewards.numerical import score_numerical

@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+
 from easyvideor1.rewards.sandbox import (
     SandboxLimits,
     SandboxUnavailable,

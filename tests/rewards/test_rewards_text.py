@@ -9,6 +9,7 @@ import types
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
+
 from easyvideor1.rewards.extract import GroundTruthError
 from easyvideor1.rewards.ocr import score_ocr
 from easyvideor1.rewards.open_ended import rouge_mean, score_open_ended

@@ -8,6 +8,7 @@ state, so a module closes its engines only when all its tests are done.
 from __future__ import annotations
 
 import pytest
+
 from easyvideor1.models import FAMILIES, build_tiny_model, perturb_weights
 
 FAMILY_NAMES = tuple(FAMILIES)
@@ -19,8 +20,9 @@ class PolicyPair:
     """A ``VLLMEngine`` and the transformers model it mirrors; ``push`` keeps them in sync."""
 
     def __init__(self, name: str, model_dir):
-        from easyvideor1.rollout import VLLMEngine
         from transformers import AutoModelForImageTextToText
+
+        from easyvideor1.rollout import VLLMEngine
 
         self.name = name
         self.model_dir = model_dir

@@ -7,6 +7,7 @@ import asyncio
 import numpy as np
 import pytest
 import torch
+
 from easyvideor1.models import collate_forward_batch, compute_log_probs, perturb_weights
 from easyvideor1.models.forward import response_log_probs_numpy
 from easyvideor1.models.tiny import random_video_input

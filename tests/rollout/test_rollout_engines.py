@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+
 from easyvideor1.errors import ConfigError
 from easyvideor1.models.tiny import random_video_input
 from easyvideor1.rollout import (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from easyvideor1.algos import MixPolicyConfig
 from easyvideor1.models.tiny import random_video_input
 from easyvideor1.rollout import RolloutError, RolloutRequest, SamplingConfig, generate_groups

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+
 from easyvideor1.models import FAMILIES, collate_forward_batch, compute_log_probs, visual_token_count
 from easyvideor1.models.forward import response_log_probs_numpy
 from easyvideor1.models.inputs import hf_video_metadata
@@ -90,8 +91,9 @@ def test_logprobs_match_before_and_after_weight_update(pairs, name):
 
 
 def test_update_from_safetensors_file(pairs, tmp_path):
-    from easyvideor1.rollout.weights import unique_tensors
     from safetensors.torch import save_file
+
+    from easyvideor1.rollout.weights import unique_tensors
 
     pair = pairs["qwen3_vl"]
     perturbed_state = {k: v.clone() for k, v in pair.model.state_dict().items()}

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from easyvideor1.cache.builder import build_cache
 from easyvideor1.cache.key import HashIndex, cache_key
 from easyvideor1.cache.loader import FrameLoader
@@ -19,7 +20,6 @@ from easyvideor1.cache.stores.http import HttpFrameStore
 from easyvideor1.errors import StoreError
 from easyvideor1.video.decode import decode_video
 from easyvideor1.video.metadata import VideoParams
-
 from services.frame_cache.launch import FrameCacheServer, free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "video"))

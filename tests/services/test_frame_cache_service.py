@@ -14,12 +14,6 @@ import httpx
 import numpy as np
 import pytest
 import schemathesis
-from easyvideor1.cache.blob import decode_blob
-from easyvideor1.cache.key import HashIndex, cache_key
-from easyvideor1.cache.stores.base import open_store
-from easyvideor1.video.decode import decode_video
-from easyvideor1.video.image import load_image
-from easyvideor1.video.metadata import ImageParams, VideoParams
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
@@ -29,6 +23,12 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from easyvideor1.cache.blob import decode_blob
+from easyvideor1.cache.key import HashIndex, cache_key
+from easyvideor1.cache.stores.base import open_store
+from easyvideor1.video.decode import decode_video
+from easyvideor1.video.image import load_image
+from easyvideor1.video.metadata import ImageParams, VideoParams
 from services.frame_cache.launch import FrameCacheServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "video"))

@@ -13,7 +13,6 @@ from pathlib import Path
 import httpx
 import pytest
 import schemathesis
-from easyvideor1.rewards.client import InProcessRewardClient
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
@@ -23,6 +22,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from easyvideor1.rewards.client import InProcessRewardClient
 from services.reward.examples import CHEAP, CODE_HANG, CODE_OK, TEXT, mixed_batch
 from services.reward.launch import RewardServer, reward_server
 

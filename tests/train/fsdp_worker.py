@@ -49,8 +49,9 @@ def build_items(model_dir: str, media_dir: str):
 def make_media(root: Path) -> Path:
     """A short red-square video and a blue-square image (PNG) under ``root``."""
     import numpy as np
-    from easyvideor1.video.encode import write_video
     from PIL import Image
+
+    from easyvideor1.video.encode import write_video
 
     root.mkdir(parents=True, exist_ok=True)
     frames = np.zeros((8, 64, 64, 3), dtype=np.uint8)

@@ -4,6 +4,7 @@ import json
 
 import pytest
 import torch
+
 from easyvideor1.config import load_config
 from easyvideor1.data.synth import generate_synthetic
 
@@ -41,8 +42,9 @@ def _config(tmp_path, data, model_dir, *extra):
 
 
 def test_loop_trains_logs_checkpoints_and_exports(tmp_path, demo_data, tiny_model_dir, engine):
-    from easyvideor1.train.trainer import RLTrainer
     from transformers import AutoModelForImageTextToText
+
+    from easyvideor1.train.trainer import RLTrainer
 
     cfg = _config(tmp_path, demo_data, tiny_model_dir, "trainer.total_steps=2", "trainer.save_every=1")
     trainer = RLTrainer(cfg, engine=engine)
@@ -124,3 +126,43 @@ def test_strict_check_names_the_sample(tiny_model_dir, demo_data):
     model = load_vlm(str(tiny_model_dir), torch.device("cpu"), trainable=False, gradient_checkpointing=False)
     with pytest.raises(PlaceholderMismatchError, match="broken-sample"):
         compute_log_probs(model, batch)
+
+
+def test_engine_log_probs_serve_as_old_log_probs(tmp_path, demo_data, tiny_model_dir, engine):
+    """Without recompute, vLLM's log-probs are the old policy's: the first mini-batch's ratio is
+    1 up to the engine/trainer parity (1e-4 per token), so the measured PPO KL is ~0."""
+    from easyvideor1.train.trainer import RLTrainer
+
+    cfg = _config(tmp_path, demo_data, tiny_model_dir, "trainer.total_steps=1",
+                  "worker.actor.recompute_old_log_probs=false", "algorithm.mix_policy.enable=false",
+                  "worker.actor.ppo_epochs=1", "worker.actor.mini_batch_size=4")
+    trainer = RLTrainer(cfg, engine=engine)
+    metrics = trainer.train_step()
+    trainer.rewards.close()
+    assert abs(metrics["actor/ppo_kl"]) < 1e-3
+    assert metrics["actor/pg_clipfrac"] == 0.0
+
+
+def test_difficulty_filter_accounts_for_every_question(tmp_path, demo_data, tiny_model_dir, engine):
+    import json as _json
+
+    from easyvideor1.cache import FrameLoader
+    from easyvideor1.data import load_samples
+    from easyvideor1.prompts.renderer import PromptRenderer
+    from easyvideor1.rewards.client import open_reward_client
+    from easyvideor1.rollout.stage import RolloutStage
+    from easyvideor1.train.difficulty import filter_by_pass_rate
+    from easyvideor1.train.media import frame_params
+
+    cfg = _config(tmp_path, demo_data, tiny_model_dir)
+    video, image = frame_params(cfg, engine.family)
+    stage = RolloutStage(engine, FrameLoader(None, video, image), PromptRenderer(), open_reward_client(None),
+                         max_prompt_length=1000, max_response_length=8)
+    out = tmp_path / "kept.jsonl"
+    report = filter_by_pass_rate(stage, demo_data / "train.jsonl", out, k=3, max_tokens=8)
+    total = len(load_samples(demo_data / "train.jsonl"))
+    assert report.total == total == report.kept + report.too_easy + report.too_hard + len(report.failed)
+    assert len(report.pass_rates) == total - len(report.failed)
+    kept_ids = [_json.loads(line)["problem_id"] for line in out.read_text().splitlines()]
+    assert kept_ids == [pid for pid, rate in report.pass_rates.items() if 0.0 < rate < 1.0]
+    assert _json.loads((tmp_path / "kept.jsonl.report.json").read_text())["total"] == total

@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+
 from easyvideor1.algos import aggregate_loss
 from easyvideor1.train.batching import token_budget_microbatches
 from easyvideor1.train.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint, save_checkpoint

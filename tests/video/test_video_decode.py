@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from video_samples import make_image, make_vfr_video, make_video, moving_frames
+
 from easyvideor1.video import (
     DECODER_NAME,
     FACTOR_QWEN3,
@@ -14,7 +16,6 @@ from easyvideor1.video import (
     sample_frame_indices,
 )
 from easyvideor1.video.encode import write_video
-from video_samples import make_image, make_vfr_video, make_video, moving_frames
 
 SMALL = dict(min_pixels=28 * 28, max_pixels=64 * 64)
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 
 import pytest
-from easyvideor1.errors import MediaDecodeError, MediaError, MediaMissingError, MediaTooLargeError
-from easyvideor1.video import ImageParams, VideoParams, decode_video, load_image
 from video_samples import (
     make_audio_only,
     make_faststart_video,
@@ -16,6 +14,9 @@ from video_samples import (
     make_video,
     png_bytes,
 )
+
+from easyvideor1.errors import MediaDecodeError, MediaError, MediaMissingError, MediaTooLargeError
+from easyvideor1.video import ImageParams, VideoParams, decode_video, load_image
 
 pytestmark = pytest.mark.timeout(30)
 SMALL_BUDGET = dict(min_pixels=28 * 28, max_pixels=64 * 64)

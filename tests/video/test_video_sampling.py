@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from easyvideor1.video import FACTOR_QWEN2, FACTOR_QWEN3, VideoParams, sample_frame_indices, smart_resize
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+
+from easyvideor1.video import FACTOR_QWEN2, FACTOR_QWEN3, VideoParams, sample_frame_indices, smart_resize
 
 
 def params(**kw) -> VideoParams:

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import av
 import numpy as np
-from easyvideor1.video.encode import write_video
 from PIL import Image
+
+from easyvideor1.video.encode import write_video
 
 
 def moving_frames(count: int, height: int = 48, width: int = 64, seed: int = 0) -> np.ndarray:

