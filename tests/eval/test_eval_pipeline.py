@@ -164,3 +164,24 @@ def test_engine_errors_timeouts_and_prompt_styles(bench_fixtures, tiny_model, ev
     result = run_eval(after, eval_engine)
     assert result["summaries"]["videomme"]["n_failed"] == 0
     assert "Answer with the letter" in read_results(tmp_path / "after" / "results.jsonl")[0]["prompt"]
+
+
+def test_frames_come_from_the_cache_when_a_store_is_given(bench_fixtures, tiny_model, eval_engine, tmp_path):
+    from eval_fixtures import SMALL_VIDEO
+
+    from easyvideor1.cache.builder import build_cache
+    from easyvideor1.eval.runner import video_params
+
+    root, _ = bench_fixtures
+    store = f"file://{tmp_path / 'frames'}"
+    build = build_cache(root / "jsonl" / "mine.jsonl", store, video_params=video_params({}, SMALL_VIDEO, 28),
+                        workers=1, progress=False)
+    assert build.built == 1 and not build.failed  # two rows share one video
+    cold = run_eval(small_config(tiny_model, {"jsonl": root / "jsonl"}, tmp_path / "cold"), eval_engine)
+    warm = run_eval(small_config(tiny_model, {"jsonl": root / "jsonl"}, tmp_path / "warm", store=store),
+                    eval_engine)
+    assert warm["run"]["cache"]["jsonl"]["hits"] == 2 and warm["run"]["cache"]["jsonl"]["misses"] == 0
+    assert cold["run"]["cache"]["jsonl"]["misses"] == 2
+    responses = [{r["id"]: r["response"] for r in read_results(tmp_path / run / "results.jsonl")}
+                 for run in ("cold", "warm")]
+    assert responses[0] == responses[1]  # same frames, same greedy answers
