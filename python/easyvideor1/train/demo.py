@@ -62,7 +62,7 @@ def demo_config(settings: DemoSettings, data_dir: Path, model_dir: Path) -> RunC
         "data.video_fps=4", "data.video_max_frames=8", "data.video_min_frames=4",
         "data.video_min_pixels=3136", "data.video_max_pixels=3136", "data.image_max_pixels=3136",
         "data.image_min_pixels=784",
-        f"data.frame_cache.store={out / 'frame-cache'}", "data.frame_cache.workers=2",
+        "data.frame_cache.workers=2",
         f"data.prompt_template_dir={out / 'prompts'}",
         "algorithm.adv_estimator=grpo", "algorithm.mix_policy.enable=true",
         # Every response weighs the same, so a short offline answer is not outvoted by long samples.
@@ -77,7 +77,10 @@ def demo_config(settings: DemoSettings, data_dir: Path, model_dir: Path) -> RunC
         "trainer.resume=never", f"trainer.seed={settings.seed}",
     ]
     if settings.distributed:
+        # The cluster's frame-cache service (from `evr1 up`) is the store, shared with the pool.
         overrides.append("distributed.mode=distributed")
+    else:
+        overrides.append(f"data.frame_cache.store={out / 'frame-cache'}")
     return load_config(None, overrides)
 
 
