@@ -35,8 +35,9 @@ def build_items(model_dir: str, media_dir: str):
         builder.build("<video>\nWhat colour is the square?", [VideoInput(frames, meta)], sample_id="video"),
         builder.build("What is two plus two?", sample_id="text"),
         builder.build("<image>\nIs there a square?", images=[ImageInput(image, image_meta)], sample_id="image"),
+        builder.build("<video>\nDoes it move right?", [VideoInput(frames, meta)], sample_id="video2"),
     ]
-    responses = [[5, 9, 17, 3], [11, 4], [7, 7, 21, 30, 2]]
+    responses = [[5, 9, 17, 3], [11, 4], [7, 7, 21, 30, 2], [8, 6, 3]]
     generator = torch.Generator().manual_seed(7)
     items = []
     for prompt, response in zip(prompts, responses):
@@ -65,7 +66,7 @@ def make_media(root: Path) -> Path:
 
 
 def run_world(world_size: int, model_dir: Path, media: Path, out: Path, *, port: int, precision: str = "fp32",
-              timeout: float = 300) -> dict:
+              mixed: bool = False, timeout: float = 300) -> dict:
     """Start ``world_size`` ranks of this script; return rank 0's saved loss and gradients.
 
     Raises TimeoutError if the world hangs (all ranks are killed) and RuntimeError naming the
@@ -77,7 +78,7 @@ def run_world(world_size: int, model_dir: Path, media: Path, out: Path, *, port:
     for rank in range(world_size):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
                    MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1",
-                   EVR1_FSDP_PRECISION=precision)
+                   EVR1_FSDP_PRECISION=precision, EVR1_FSDP_MIXED="1" if mixed else "0")
         procs.append(subprocess.Popen([sys.executable, __file__, str(model_dir), str(media), str(out)], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     outputs = []
@@ -91,7 +92,7 @@ def run_world(world_size: int, model_dir: Path, media: Path, out: Path, *, port:
     for rank, (proc, text) in enumerate(zip(procs, outputs)):
         if proc.returncode != 0:
             raise RuntimeError(f"rank {rank} of {world_size} failed:\n{text[-4000:]}")
-    return torch.load(out / f"world{world_size}-{precision}.pt", weights_only=True)
+    return torch.load(out / f"world{world_size}-{precision}{'-mixed' if mixed else ''}.pt", weights_only=True)
 
 
 def main() -> None:
@@ -113,7 +114,12 @@ def main() -> None:
     for item, lp in zip(items, actor.compute_log_probs(items)):
         item.old_log_probs = lp
     if world.world_size == 2:
-        items = [items[0], items[1]] if world.rank == 0 else [items[2]]
+        # Rank 0: video + text; rank 1: image + text, and for the mixed case also a video, so
+        # one rank holds both modalities while the other holds one.
+        mixed = os.environ.get("EVR1_FSDP_MIXED") == "1"
+        items = [items[0], items[1]] if world.rank == 0 else ([items[2], items[3]] if mixed else [items[2]])
+    elif os.environ.get("EVR1_FSDP_MIXED") != "1":
+        items = items[:3]
     stats = actor._optimizer_step(items)
     loss = torch.tensor([stats["actor/pg_loss"]], dtype=torch.float64, device=world.device)
     if world.distributed:
@@ -125,8 +131,9 @@ def main() -> None:
             continue
         grads[name] = (grad.full_tensor() if hasattr(grad, "full_tensor") else grad).detach().float().cpu()
     if world.rank == 0:
+        suffix = "-mixed" if os.environ.get("EVR1_FSDP_MIXED") == "1" else ""
         torch.save({"loss": float(loss.item()), "grads": grads},
-                   Path(out_dir) / f"world{world.world_size}-{precision}.pt")
+                   Path(out_dir) / f"world{world.world_size}-{precision}{suffix}.pt")
     if world.distributed:
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()

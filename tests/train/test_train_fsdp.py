@@ -7,11 +7,12 @@ from fsdp_worker import make_media, run_world
 from servers import free_port
 
 
-def test_two_ranks_match_one(tiny_model_dir, tmp_path):
+@pytest.mark.parametrize("mixed", [False, True], ids=["one-modality-per-rank", "both-modalities-on-one-rank"])
+def test_two_ranks_match_one(tiny_model_dir, tmp_path, mixed):
     media = make_media(tmp_path / "media")
     try:
-        single = run_world(1, tiny_model_dir, media, tmp_path, port=free_port())
-        sharded = run_world(2, tiny_model_dir, media, tmp_path, port=free_port())
+        single = run_world(1, tiny_model_dir, media, tmp_path, port=free_port(), mixed=mixed)
+        sharded = run_world(2, tiny_model_dir, media, tmp_path, port=free_port(), mixed=mixed)
     except TimeoutError as exc:
         pytest.fail(str(exc))
     assert sharded["loss"] == pytest.approx(single["loss"], rel=1e-5, abs=1e-7)

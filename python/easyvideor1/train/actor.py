@@ -189,6 +189,10 @@ class Actor:
             mask = batch.response_mask.to(device)
             old = _padded([m.old_log_probs for m in members], length, device)
             adv = _padded([m.advantages for m in members], length, device)
+            # Dummy vision calls first: every rank then makes the same sequence of calls (vision,
+            # vision, language model), whatever modalities its micro-batch holds.
+            balance = vision_call_balance(self.model, "pixel_values" in batch.visual,
+                                          "pixel_values_videos" in batch.visual)
             use_full_kl = algo.kl.enable and algo.kl.use_as == "loss" and algo.kl.kind == "full"
             if use_full_kl:
                 logits = response_logits(self.model, batch)
@@ -216,8 +220,6 @@ class Actor:
                 stats["actor/kl_loss"] = stats.get("actor/kl_loss", 0.0) + float(kl_loss.detach()) / dp
             if self.cfg.entropy_coef > 0:
                 loss = loss - self.cfg.entropy_coef * aggregate_loss(entropy, mask, algo.loss_agg_mode, **agg)
-            balance = vision_call_balance(self.model, "pixel_values" in batch.visual,
-                                          "pixel_values_videos" in batch.visual)
             if balance is not None:
                 loss = loss + balance
             loss.backward()
