@@ -42,9 +42,10 @@ def main() -> None:
         root = Path(tmp)
         model = build_tiny_model(args.family, root / "model", seed=0)
         media = make_media(root / "media")
-        for precision in args.precision:
-            single = run_world(1, model, media, root, port=free_port(), precision=precision)
-            sharded = run_world(2, model, media, root, port=free_port(), precision=precision)
+        for precision, mixed in [(p, m) for p in args.precision for m in (False, True)]:
+            # mixed: one rank holds both image and video micro-batches, the other only one kind.
+            single = run_world(1, model, media, root, port=free_port(), precision=precision, mixed=mixed)
+            sharded = run_world(2, model, media, root, port=free_port(), precision=precision, mixed=mixed)
             worst_abs, worst_rel, worst_name = 0.0, 0.0, ""
             for name, grad in single["grads"].items():
                 other = sharded["grads"][name]
@@ -52,7 +53,7 @@ def main() -> None:
                 scale = float(grad.abs().max()) or 1.0
                 if diff / scale > worst_rel:
                     worst_abs, worst_rel, worst_name = diff, diff / scale, name
-            print(f"[{device}] {precision}: loss 1 rank {single['loss']:.8f} vs 2 ranks {sharded['loss']:.8f} "
+            print(f"[{device}] {precision}{' mixed' if mixed else ''}: loss 1 rank {single['loss']:.8f} vs 2 ranks {sharded['loss']:.8f} "
                   f"(rel diff {abs(single['loss'] - sharded['loss']) / max(abs(single['loss']), 1e-12):.2e}); "
                   f"{len(single['grads'])} gradients, worst rel diff {worst_rel:.2e} (abs {worst_abs:.2e}) "
                   f"at {worst_name}")

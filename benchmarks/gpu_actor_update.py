@@ -7,9 +7,11 @@ Side by side in one process, on the same sample (about 21k tokens: 128 frames of
   attention, transformers' own position ids;
 * ours: the trainer's forward (``models.forward.compute_log_probs``: explicit M-RoPE positions)
   with the packed attention of ``models/attention.py`` (all vision windows of a layer in one
-  varlen kernel instead of a Python loop over windows, flash SDPA for the LM), and selective
-  checkpointing (``models/checkpointing.py``): the activations of part of the layers are kept
-  where the GPU has the memory, the rest recomputed.
+  varlen kernel instead of a Python loop over windows, flash SDPA for the LM), selective
+  checkpointing (``models/checkpointing.py``: the activations of part of the layers are kept
+  where the GPU has the memory, the rest recomputed) and ``torch.compile`` of each layer
+  (fused norms, activations and rotary embeddings): the trainer's ``worker.actor.attention``,
+  ``keep_activations_*`` and ``compile`` settings.
 
 Prints step time, tokens/s, estimated MFU (dense bf16 peak 989 TFLOP/s), the ratio, and the
 step time with cached frames vs decoding the video on the fly.
@@ -103,9 +105,9 @@ def main() -> None:
     import torch
     from transformers import Qwen2_5_VLForConditionalGeneration
 
-    from easyvideor1.models import attention
-    from easyvideor1.models.checkpointing import keep_activations
+    from easyvideor1.config.schema import ActorConfig
     from easyvideor1.models.forward import collate_forward_batch, compute_log_probs
+    from easyvideor1.train.actor import configure_vlm
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=3)
@@ -117,6 +119,8 @@ def main() -> None:
                         help="ours: fraction of decoder layers whose activations are kept (not recomputed)")
     parser.add_argument("--keep-vision", type=float, default=0.25,
                         help="ours: fraction of vision blocks whose activations are kept")
+    parser.add_argument("--no-compile", dest="compile", action="store_false",
+                        help="ours: skip torch.compile of each decoder layer and vision block")
     args = parser.parse_args()
     device = torch.device(args.device)
     with tempfile.TemporaryDirectory() as tmp:
@@ -128,7 +132,6 @@ def main() -> None:
     print(f"sample: {args.frames} frames -> {prompt.num_video_tokens} visual tokens, {n_tokens} tokens in all, "
           f"{n_patches} vision patches")
 
-    attention.register()
     config = qwen25_vl_3b_config(token_ids, args.layers)
     config._attn_implementation = "sdpa"
     torch.manual_seed(0)
@@ -170,10 +173,11 @@ def main() -> None:
     base_s = time_steps(baseline_step, args.steps)
     print(f"baseline: {base_s:.2f} s/step (peak memory {torch.cuda.max_memory_allocated() / 2**30:.0f} GiB)"
           if device.type == "cuda" else f"baseline: {base_s:.2f} s/step")
-    model.config._attn_implementation = attention.NAME
-    attention.use_packed_attention(model)
-    kept = keep_activations(model, lm_fraction=args.keep_lm, vision_fraction=args.keep_vision)
-    print(f"ours keeps the activations of {kept['lm']} decoder layers and {kept['vision']} vision blocks")
+    actor_cfg = ActorConfig(attention="packed", keep_activations_lm=args.keep_lm,
+                            keep_activations_vision=args.keep_vision, compile=args.compile)
+    configure_vlm(model, actor_cfg, device, trainable=True, gradient_checkpointing=True)  # the trainer's own path
+    print(f"ours: packed attention, activations kept for {args.keep_lm:.0%} of decoder layers and "
+          f"{args.keep_vision:.0%} of vision blocks, compile={args.compile}")
     ours_s = time_steps(ours_step, args.steps)
     peak = torch.cuda.max_memory_allocated() / 2**30 if device.type == "cuda" else 0.0
     for name, seconds in (("plain transformers (sdpa, checkpointing)", base_s), ("easyvideor1 packed", ours_s)):

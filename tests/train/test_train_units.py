@@ -67,3 +67,22 @@ def test_checkpoints_are_atomic_and_pruned(tmp_path):
     assert step == 3 and torch.equal(model["w"], torch.full((2,), 3.0)) and state["sampler"]["epoch"] == 3
     (tmp_path / "checkpoints" / ".step_9.tmp").mkdir()
     assert latest_checkpoint(tmp_path).name == "step_3", "a half-written checkpoint is never picked"
+
+
+def test_actor_model_options_apply(tiny_model_dir):
+    """attention=packed routes the vision tower through the packed path; keep_activations turns
+    checkpointing off for the requested share of layers."""
+    from transformers.modeling_layers import GradientCheckpointingLayer
+
+    from easyvideor1.config.schema import ActorConfig
+    from easyvideor1.models.attention import VISION_NAME
+    from easyvideor1.train.actor import load_vlm
+
+    cfg = ActorConfig(attention="packed", keep_activations_lm=1.0, keep_activations_vision=0.5)
+    model = load_vlm(str(tiny_model_dir), torch.device("cpu"), trainable=True, gradient_checkpointing=True, cfg=cfg)
+    assert model.config.vision_config._attn_implementation == VISION_NAME
+    layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
+    vision = [m for m in layers if type(m).__name__.endswith("VisionBlock")]
+    text = [m for m in layers if m not in vision]
+    assert not any(m.gradient_checkpointing for m in text)
+    assert sum(m.gradient_checkpointing for m in vision) == len(vision) - len(vision) // 2

@@ -138,6 +138,14 @@ class ActorConfig(Section):
     micro_batch_token_budget: int = Field(32768, gt=0, description="Most tokens per forward micro-batch "
                                           "(dynamic batching).")
     gradient_checkpointing: bool = Field(True, description="Recompute activations in backward.")
+    keep_activations_lm: float = Field(0.0, ge=0, le=1, description="With checkpointing: fraction of decoder "
+                                       "layers whose activations are kept instead (memory for speed).")
+    keep_activations_vision: float = Field(0.0, ge=0, le=1, description="With checkpointing: fraction of "
+                                           "vision blocks whose activations are kept instead.")
+    attention: Literal["auto", "sdpa", "packed"] = Field("auto", description="packed: all vision windows of a "
+                                                         "layer in one kernel (models/attention.py); auto: "
+                                                         "packed on CUDA, sdpa on CPU.")
+    compile: bool = Field(False, description="torch.compile each decoder layer and vision block (GPU).")
     padding_free: bool = Field(False, description="Pack sequences without padding.")
     recompute_old_log_probs: bool = Field(True, description="Recompute old log-probs with the trainer's "
                                           "forward (otherwise use the engine's).")

@@ -20,6 +20,7 @@ from easyvideor1.algos import aggregate_loss, compute_kl, compute_policy_loss, k
 from easyvideor1.algos.mix_policy import offline_loss_share
 from easyvideor1.algos.policy_loss import policy_loss_per_token
 from easyvideor1.config.schema import ActorConfig, AlgorithmConfig
+from easyvideor1.models.checkpointing import keep_activations
 from easyvideor1.models.forward import ForwardBatch, collate_forward_batch, compute_log_probs
 from easyvideor1.models.inputs import PromptInputs
 from easyvideor1.train.batching import global_count, token_budget_microbatches
@@ -45,13 +46,33 @@ class TrainItem:
         return len(self.prompt.prompt_ids) + len(self.response)
 
 
-def load_vlm(model_path: str, device: torch.device, *, trainable: bool, gradient_checkpointing: bool) -> Any:
+def load_vlm(model_path: str, device: torch.device, *, trainable: bool, gradient_checkpointing: bool,
+             cfg: ActorConfig | None = None) -> Any:
     from transformers import AutoModelForImageTextToText
 
     model = AutoModelForImageTextToText.from_pretrained(model_path, dtype=torch.float32)
+    return configure_vlm(model, cfg or ActorConfig(), device, trainable=trainable,
+                         gradient_checkpointing=gradient_checkpointing)
+
+
+def configure_vlm(model: Any, cfg: ActorConfig, device: torch.device, *, trainable: bool,
+                  gradient_checkpointing: bool) -> Any:
+    """Attention implementation, (selective) checkpointing and compilation per the actor config."""
+    from easyvideor1.models import attention
+
+    if cfg.attention == "packed" or (cfg.attention == "auto" and device.type == "cuda"):
+        model.config._attn_implementation = attention.register()
+        attention.use_packed_attention(model)
     model.config.use_cache = False
     if trainable and gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        keep_activations(model, lm_fraction=cfg.keep_activations_lm, vision_fraction=cfg.keep_activations_vision)
+    if cfg.compile:
+        from transformers.modeling_layers import GradientCheckpointingLayer
+
+        for layer in model.modules():
+            if isinstance(layer, GradientCheckpointingLayer):
+                layer.compile()  # layers of one kind share their compiled graph
     if not trainable:
         model.requires_grad_(False)
         model.eval()
@@ -82,13 +103,14 @@ class Actor:
         self.pad_token_id = pad_token_id
         self.max_response_length = max_response_length
         self.model = load_vlm(model_path, world.device, trainable=True,
-                              gradient_checkpointing=actor_cfg.gradient_checkpointing)
+                              gradient_checkpointing=actor_cfg.gradient_checkpointing, cfg=actor_cfg)
         self.sharded = should_shard(actor_cfg.fsdp, world)
         if self.sharded:
             wrap_fsdp(self.model, actor_cfg.fsdp, world)
         self.ref_model = None
         if algo_cfg.kl.enable:
-            self.ref_model = load_vlm(model_path, world.device, trainable=False, gradient_checkpointing=False)
+            self.ref_model = load_vlm(model_path, world.device, trainable=False, gradient_checkpointing=False,
+                                      cfg=actor_cfg)
             if self.sharded:
                 wrap_fsdp(self.ref_model, actor_cfg.fsdp, world)
         optim = actor_cfg.optim
