@@ -1,5 +1,7 @@
 """The packed attention path gives the same log-probs as transformers' sdpa path."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -57,3 +59,31 @@ def test_log_probs_match_sdpa(tiny_model_factory, family, monkeypatch):
             results.append(compute_log_probs(model, batch)[0])
     torch.testing.assert_close(results[1], results[0], rtol=1e-4, atol=1e-5)
     assert calls, "the vision blocks ran through the packed path"
+
+
+@pytest.mark.parametrize("family", ["qwen2_5_vl", "qwen3_vl"])
+def test_padding_free_packing_matches_padded(tiny_model_factory, family):
+    """Several prompts + responses packed in one row give the padded batch's log-probs and entropy."""
+    from transformers import AutoModelForImageTextToText
+
+    from easyvideor1.models.packing import pack_forward_batch, packed_log_probs
+
+    model_dir = tiny_model_factory(family)
+    builder = PromptBuilder.from_pretrained(str(model_dir))
+    factor = builder.family.factor
+    image = np.random.default_rng(1).integers(0, 255, size=(2 * factor, 2 * factor, 3), dtype=np.uint8)
+    video = _video(h=2 * factor, w=3 * factor)
+    video = VideoInput(video.frames, dataclasses.replace(video.metadata, factor=factor))
+    prompts = [builder.build("<video>\nWhat moves?", [video], sample_id="v"),
+               builder.build("Say hello.", sample_id="t"),
+               builder.build("<image>\nWhat is it?", images=[ImageInput(image)], sample_id="i")]
+    responses = [[5, 6, 7], [8, 9], [10, 11, 12, 13]]
+    model = AutoModelForImageTextToText.from_pretrained(model_dir, attn_implementation=attention.register(),
+                                                        dtype=torch.float32)
+    attention.use_packed_attention(model)
+    perturb_weights(model, seed=3)
+    with torch.no_grad():
+        padded = compute_log_probs(model, collate_forward_batch(prompts, responses, pad_token_id=0))
+        packed = packed_log_probs(model, pack_forward_batch(prompts, responses))
+    torch.testing.assert_close(packed[0], padded[0], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(packed[1], padded[1], rtol=1e-4, atol=1e-5)

@@ -146,7 +146,8 @@ class ActorConfig(Section):
                                                          "layer in one kernel (models/attention.py); auto: "
                                                          "packed on CUDA, sdpa on CPU.")
     compile: bool = Field(False, description="torch.compile each decoder layer and vision block (GPU).")
-    padding_free: bool = Field(False, description="Pack sequences without padding.")
+    padding_free: bool = Field(False, description="Pack the sequences of a micro-batch into one row, no "
+                               "padding (causal attention kept per sequence by the packed attention).")
     recompute_old_log_probs: bool = Field(True, description="Recompute old log-probs with the trainer's "
                                           "forward (otherwise use the engine's).")
     entropy_coef: float = Field(0.0, ge=0, description="Entropy bonus coefficient.")

@@ -13,12 +13,14 @@ causal attention goes to one SDPA call (flash backend on CUDA when there is no p
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 NAME = "evr1_packed"
+PACKED_KWARG = "evr1_cu_seqlens"
 VISION_NAME = "evr1_flash_packed"
 _REGISTERED = False
 
@@ -32,15 +34,22 @@ def _varlen_kernel() -> Any:
 
 
 def packed_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, cu_seqlens: torch.Tensor,
-                     max_len: int, scale: float | None) -> torch.Tensor:
-    """Non-causal attention within each segment of a packed sequence.
+                     max_len: int, scale: float | None, causal: bool = False) -> torch.Tensor:
+    """Attention within each segment of a packed sequence (causal for the language model).
 
     ``query/key/value``: (L, H, D); ``cu_seqlens``: (S+1,) segment boundaries. Returns (L, H, D).
     """
+    if key.shape[1] != query.shape[1]:
+        repeat = query.shape[1] // key.shape[1]
+        key, value = key.repeat_interleave(repeat, dim=1), value.repeat_interleave(repeat, dim=1)
     kernel = _varlen_kernel() if query.is_cuda else None
     if kernel is not None and query.dtype in (torch.float16, torch.bfloat16):
         cu = cu_seqlens.to(device=query.device, dtype=torch.int32)
-        return kernel(query, key, value, cu, cu, int(max_len), int(max_len), scale=scale)
+        extra: dict[str, Any] = {}
+        if causal:
+            params = inspect.signature(kernel).parameters
+            extra = {"is_causal": True} if "is_causal" in params else {"window_size": (-1, 0)}
+        return kernel(query, key, value, cu, cu, int(max_len), int(max_len), scale=scale, **extra)
     # Gather every segment into one padded batch (S, H, max_len, D) with a key-padding mask.
     lengths = (cu_seqlens[1:] - cu_seqlens[:-1]).to(query.device)
     starts = cu_seqlens[:-1].to(query.device)
@@ -52,6 +61,8 @@ def packed_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
         return t[index].permute(0, 2, 1, 3)  # (S, H, max_len, D)
 
     mask = valid[:, None, None, :]  # keys beyond a segment's end are masked out
+    if causal:
+        mask = mask & torch.ones(int(max_len), int(max_len), dtype=torch.bool, device=query.device).tril()
     out = F.scaled_dot_product_attention(batch(query), batch(key), batch(value), attn_mask=mask, scale=scale)
     out = out.permute(0, 2, 1, 3)[valid]  # (L, H, D) in packed order
     return out
@@ -61,7 +72,18 @@ def evr1_flash_packed(module: torch.nn.Module, query: torch.Tensor, key: torch.T
                       attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
                       is_causal: bool | None = None, cu_seq_lens_q: torch.Tensor | None = None,
                       max_length_q: int | None = None, **kwargs: Any) -> tuple[torch.Tensor, None]:
-    """transformers attention-interface function; inputs (B, H, L, D), output (B, L, H, D)."""
+    """transformers attention-interface function; inputs (B, H, L, D), output (B, L, H, D).
+
+    The vision blocks pass their windows as ``cu_seq_lens_q``; a padding-free packed row of
+    several sequences passes its boundaries as ``evr1_cu_seqlens`` (a keyword transformers
+    forwards to every attention call untouched), used by the causal language-model layers.
+    """
+    packed_rows = kwargs.get(PACKED_KWARG)
+    if cu_seq_lens_q is None and packed_rows is not None and getattr(module, "is_causal", False):
+        q, k, v = (t[0].transpose(0, 1) for t in (query, key, value))
+        lengths = packed_rows[1:] - packed_rows[:-1]
+        out = packed_attention(q, k, v, packed_rows, int(lengths.max()), scaling, causal=True)
+        return out.unsqueeze(0), None
     if cu_seq_lens_q is not None:
         if query.shape[0] != 1:
             raise ValueError(f"packed attention expects one packed row, got batch {query.shape[0]}")

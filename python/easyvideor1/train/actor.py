@@ -20,9 +20,11 @@ from easyvideor1.algos import aggregate_loss, compute_kl, compute_policy_loss, k
 from easyvideor1.algos.mix_policy import offline_loss_share
 from easyvideor1.algos.policy_loss import policy_loss_per_token
 from easyvideor1.config.schema import ActorConfig, AlgorithmConfig
+from easyvideor1.errors import ConfigError
 from easyvideor1.models.checkpointing import keep_activations
 from easyvideor1.models.forward import ForwardBatch, collate_forward_batch, compute_log_probs
 from easyvideor1.models.inputs import PromptInputs
+from easyvideor1.models.packing import PackedBatch, pack_forward_batch, packed_log_probs
 from easyvideor1.train.batching import global_count, token_budget_microbatches
 from easyvideor1.train.distributed import World, all_reduce_mean, should_shard, vision_call_balance, wrap_fsdp
 from easyvideor1.train.schedule import build_scheduler
@@ -60,7 +62,9 @@ def configure_vlm(model: Any, cfg: ActorConfig, device: torch.device, *, trainab
     """Attention implementation, (selective) checkpointing and compilation per the actor config."""
     from easyvideor1.models import attention
 
-    if cfg.attention == "packed" or (cfg.attention == "auto" and device.type == "cuda"):
+    if cfg.padding_free and cfg.attention == "sdpa":
+        raise ConfigError("worker.actor.padding_free needs the packed attention (attention: auto or packed)")
+    if cfg.attention == "packed" or cfg.padding_free or (cfg.attention == "auto" and device.type == "cuda"):
         model.config._attn_implementation = attention.register()
         attention.use_packed_attention(model)
     model.config.use_cache = False
@@ -107,6 +111,8 @@ class Actor:
         self.sharded = should_shard(actor_cfg.fsdp, world)
         if self.sharded:
             wrap_fsdp(self.model, actor_cfg.fsdp, world)
+        if actor_cfg.padding_free and algo_cfg.kl.enable and algo_cfg.kl.kind == "full":
+            raise ConfigError("algorithm.kl.kind=full needs padded batches: set worker.actor.padding_free=false")
         self.ref_model = None
         if algo_cfg.kl.enable:
             self.ref_model = load_vlm(model_path, world.device, trainable=False, gradient_checkpointing=False,
@@ -120,12 +126,20 @@ class Actor:
                                          schedule=optim.schedule, min_lr_ratio=optim.min_lr_ratio)
 
     # ---- forward passes -------------------------------------------------------------------
-    def _collate(self, items: Sequence[TrainItem]) -> ForwardBatch:
-        return collate_forward_batch([it.prompt for it in items], [it.response for it in items],
-                                     pad_token_id=self.pad_token_id)
+    def _collate(self, items: Sequence[TrainItem]) -> ForwardBatch | PackedBatch:
+        prompts, responses = [it.prompt for it in items], [it.response for it in items]
+        if self.cfg.padding_free:
+            return pack_forward_batch(prompts, responses)
+        return collate_forward_batch(prompts, responses, pad_token_id=self.pad_token_id)
+
+    def _log_probs(self, model: Any, batch: ForwardBatch | PackedBatch, *, with_entropy: bool = True) -> Any:
+        if isinstance(batch, PackedBatch):
+            return packed_log_probs(model, batch, with_entropy=with_entropy)
+        return compute_log_probs(model, batch, with_entropy=with_entropy)
 
     def _micro_batches(self, items: Sequence[TrainItem]) -> list[list[int]]:
-        return token_budget_microbatches([it.length for it in items], self.cfg.micro_batch_token_budget)
+        return token_budget_microbatches([it.length for it in items], self.cfg.micro_batch_token_budget,
+                                         packed=self.cfg.padding_free)
 
     @torch.no_grad()
     def compute_log_probs(self, items: Sequence[TrainItem], *, reference: bool = False) -> list[torch.Tensor]:
@@ -138,17 +152,19 @@ class Actor:
         out: list[torch.Tensor | None] = [None] * len(items)
         for group in self._micro_batches(items):
             batch = self._collate([items[i] for i in group])
-            log_probs, _ = compute_log_probs(model, self._to_device(batch), with_entropy=False)
+            log_probs, _ = self._log_probs(model, self._to_device(batch), with_entropy=False)
             for row, index in enumerate(group):
                 out[index] = log_probs[row, : len(items[index].response)].detach().float().cpu()
         if was_training:
             model.train()
         return out  # type: ignore[return-value]
 
-    def _to_device(self, batch: ForwardBatch) -> ForwardBatch:
+    def _to_device(self, batch: ForwardBatch | PackedBatch) -> ForwardBatch | PackedBatch:
         device = self.world.device
         if device.type == "cpu":
             return batch
+        if isinstance(batch, PackedBatch):
+            return batch.to(device)
         batch.input_ids = batch.input_ids.to(device)
         batch.attention_mask = batch.attention_mask.to(device)
         batch.position_ids = batch.position_ids.to(device)
@@ -222,7 +238,7 @@ class Actor:
                 log_probs = torch.gather(log_softmax, -1, batch.responses.to(device).unsqueeze(-1)).squeeze(-1)
                 entropy = -(log_softmax.exp() * log_softmax).sum(-1)
             else:
-                log_probs, entropy = compute_log_probs(self.model, batch)
+                log_probs, entropy = self._log_probs(self.model, batch)
             pg_loss, pg_metrics = compute_policy_loss(
                 algo.policy_loss, old, log_probs, adv, mask, loss_agg_mode=algo.loss_agg_mode,
                 clip_ratio_low=algo.clip_ratio_low, clip_ratio_high=algo.clip_ratio_high,

@@ -13,8 +13,9 @@ import torch
 import torch.distributed as dist
 
 
-def token_budget_microbatches(lengths: list[int], budget: int) -> list[list[int]]:
-    """Indices grouped so that the *padded* size (count x longest) of a group <= ``budget``."""
+def token_budget_microbatches(lengths: list[int], budget: int, *, packed: bool = False) -> list[list[int]]:
+    """Indices grouped so that a group's size <= ``budget``: count x longest when padded, the sum
+    of lengths when packed without padding."""
     if budget <= 0:
         raise ValueError(f"token budget must be > 0, got {budget}")
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
@@ -23,7 +24,11 @@ def token_budget_microbatches(lengths: list[int], budget: int) -> list[list[int]
     for index in order:
         length = lengths[index]
         for g, members in enumerate(groups):
-            if max(longest[g], length) * (len(members) + 1) <= budget:
+            if packed:
+                size = sum(lengths[i] for i in members) + length
+            else:
+                size = max(longest[g], length) * (len(members) + 1)
+            if size <= budget:
                 members.append(index)
                 longest[g] = max(longest[g], length)
                 break
