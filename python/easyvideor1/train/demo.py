@@ -123,8 +123,11 @@ def run_demo(settings: DemoSettings) -> dict[str, Any]:
     cfg = demo_config(settings, data_dir, model_dir)
     trainer = RLTrainer(cfg)
     try:
-        cache = trainer.loader.stats()
-        print(f"[demo] frame cache at {cfg.data.frame_cache.store}: {json.dumps(cache)}", flush=True)
+        store = trainer.loader.store
+        if store is not None:
+            report = store.stats()
+            print(f"[demo] frame cache {report.url}: {report.count} blobs, {report.bytes / 2**20:.1f} MiB "
+                  f"(every video and image of the train and val sets, decoded once)", flush=True)
         probe = cold_start_probe(trainer, "temporal grounding")
         print(f"[demo] cold start, untrained policy on temporal grounding: {probe['informative_groups']} of "
               f"{probe['groups']} groups of {cfg.worker.rollout.n} samples differ in accuracy (mean accuracy "
@@ -138,8 +141,10 @@ def run_demo(settings: DemoSettings) -> dict[str, Any]:
     print(table, flush=True)
     summary = {"before": before.by_type, "after": after.by_type, "before_overall": before.accuracy,
                "after_overall": after.accuracy, "cold_start_probe": probe, "plot": str(result["plot"]),
-               "seconds": round(time.perf_counter() - started, 1)}
+               "seconds": round(time.perf_counter() - started, 1), "frame_loader": trainer.loader.stats()}
     (out / "demo_summary.json").write_text(json.dumps(summary, indent=2))
+    loader = summary["frame_loader"]
+    print(f"[demo] frames: {loader['hits']} loads from the cache, {loader['misses']} decoded on the fly", flush=True)
     print(f"[demo] curves: {result['plot']}\n[demo] summary: {out / 'demo_summary.json'} "
           f"({summary['seconds']} s)", flush=True)
     return summary
