@@ -7,12 +7,12 @@ seconds, after which their leases expire and another worker takes them over.
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 
 from easyvideor1.errors import ConfigError
 from easyvideor1.logging import event, get_logger
 from easyvideor1.queue.base import split_url
+from services.auth import add_token_argument, resolve_token
 
 TOKEN_ENV = "EVR1_FRAME_CACHE_TOKEN"
 _log = get_logger("services.frame_cache")
@@ -63,20 +63,10 @@ def add_parser(serve_subparsers) -> None:
                    help="run build workers only (no HTTP server); needs a redis:// queue")
     p.add_argument("--read-only", action="store_true", help="refuse PUT and DELETE of blobs")
     p.add_argument("--max-blob-bytes", type=_positive(int), default=1 << 30, help="largest PUT body")
-    p.add_argument("--token-env", default=None, metavar="VAR",
-                   help=f"require 'Authorization: Bearer $VAR' (default: ${TOKEN_ENV} when it is set)")
+    add_token_argument(p, TOKEN_ENV)
     p.add_argument("--shutdown-grace", type=_positive(float), default=10.0, metavar="S")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.set_defaults(func=serve)
-
-
-def _token(args: argparse.Namespace) -> str | None:
-    if args.token_env:
-        token = os.environ.get(args.token_env)
-        if not token:  # an explicit auth request must never fall back to an open service
-            raise ConfigError(f"--token-env {args.token_env}: that environment variable is unset or empty")
-        return token
-    return os.environ.get(TOKEN_ENV) or None
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -93,7 +83,7 @@ def serve(args: argparse.Namespace) -> int:
 
     settings = FrameCacheSettings(store_url=args.store, queue=queue, build_workers=args.build_workers,
                                   build_processes=args.build_processes, file_timeout_s=args.file_timeout,
-                                  token=_token(args), read_only=args.read_only, max_blob_bytes=args.max_blob_bytes,
+                                  token=resolve_token(args.token_env, TOKEN_ENV), read_only=args.read_only, max_blob_bytes=args.max_blob_bytes,
                                   shutdown_grace_s=args.shutdown_grace)
     event(_log, "frame_cache_service_starting", host=args.host, port=args.port, store=args.store,
           queue=args.queue, build_workers=args.build_workers)

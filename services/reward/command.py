@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import os
 
-from easyvideor1.errors import ConfigError
 from easyvideor1.logging import event, get_logger
 from easyvideor1.rewards.client import DEFAULT_MAX_ITEM_CHARS, TOKEN_ENV
 from easyvideor1.rewards.types import RewardConfig
+from services.auth import add_token_argument, resolve_token
 from services.reward.config import load_reward_config
 
 _log = get_logger("services.reward")
@@ -37,23 +37,13 @@ def add_parser(serve_subparsers) -> None:
     p.add_argument("--max-body-bytes", type=_positive(int), default=32 << 20, help="request body size (more: 413)")
     p.add_argument("--max-item-chars", type=_positive(int), default=DEFAULT_MAX_ITEM_CHARS,
                    help="longest response/ground_truth/problem per item (more: a per-item error)")
-    p.add_argument("--token-env", default=None, metavar="VAR",
-                   help=f"require 'Authorization: Bearer $VAR' (default: ${TOKEN_ENV} when it is set)")
+    add_token_argument(p, TOKEN_ENV)
     p.add_argument("--item-timeout", type=_positive(float), default=60.0, metavar="S",
                    help="hard limit per item; the worker running it is killed and replaced")
     p.add_argument("--config", default=None, metavar="FILE",
                    help="YAML/JSON reward settings (RewardConfig fields, optionally under 'rewards:')")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.set_defaults(func=serve)
-
-
-def _token(args: argparse.Namespace) -> str | None:
-    if args.token_env:
-        token = os.environ.get(args.token_env)
-        if not token:  # an explicit auth request must never fall back to an open service
-            raise ConfigError(f"--token-env {args.token_env}: that environment variable is unset or empty")
-        return token
-    return os.environ.get(TOKEN_ENV) or None
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -64,7 +54,7 @@ def serve(args: argparse.Namespace) -> int:
     config = load_reward_config(args.config) if args.config else RewardConfig()
     settings = RewardServiceSettings(
         workers=args.workers or len(os.sched_getaffinity(0)), max_batch=args.max_batch,
-        max_body_bytes=args.max_body_bytes, token=_token(args), item_timeout=args.item_timeout,
+        max_body_bytes=args.max_body_bytes, token=resolve_token(args.token_env, TOKEN_ENV), item_timeout=args.item_timeout,
         config=config, max_item_chars=args.max_item_chars)
     event(_log, "reward_service_starting", host=args.host, port=args.port, workers=settings.workers,
           max_batch=settings.max_batch, max_body_bytes=settings.max_body_bytes, auth=settings.token is not None)
