@@ -133,3 +133,21 @@ def _outer_bracket_span(text: str) -> tuple[int, int] | None:
             if depth == 0:
                 return begin, index + 1
     return None
+
+
+def answer_and_json(text: str | None) -> tuple[str, Any | None]:
+    """The unwrapped answer text and, when it holds a bracketed JSON-ish value, that value.
+
+    ValueError for a missing or empty answer; an unparseable bracket is left to the caller's
+    plain-text reading (value None)."""
+    if text is None:
+        raise ValueError("no answer")
+    text = strip_markup(text)
+    if not text:
+        raise ValueError("empty answer")
+    if "[" in text or "{" in text:
+        try:
+            return text, parse_jsonish(text)
+        except ValueError:
+            pass
+    return text, None

@@ -23,7 +23,7 @@ from easyvideor1.rewards.extract import (
     strip_answer_tags,
 )
 from easyvideor1.rewards.geometry import Box, GeometryError, as_box, box_iou
-from easyvideor1.rewards.parsing import parse_jsonish, strip_markup
+from easyvideor1.rewards.parsing import answer_and_json
 from easyvideor1.rewards.registry import register_scorer
 from easyvideor1.rewards.types import Score, ScoreRequest
 
@@ -32,21 +32,12 @@ _COORD_RE = re.compile(r"(?<![\w.])[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?
 
 def parse_box(text: str | None) -> Box:
     """The one box an answer names; :class:`GeometryError`/ValueError when there is none."""
-    if text is None:
-        raise ValueError("no answer")
-    text = strip_markup(text)
-    if not text:
-        raise ValueError("empty answer")
-    if "[" in text or "{" in text:
-        try:
-            value = parse_jsonish(text)
-        except ValueError:
-            pass
-        else:
-            if isinstance(value, list) and value and all(isinstance(v, list | dict) for v in value) \
-                    and len(value) > 1:
-                raise GeometryError(f"{len(value)} boxes given, one expected")
-            return as_box(value)
+    text, value = answer_and_json(text)
+    if value is not None:
+        if isinstance(value, list) and value and all(isinstance(v, list | dict) for v in value) \
+                and len(value) > 1:
+            raise GeometryError(f"{len(value)} boxes given, one expected")
+        return as_box(value)
     coords = _COORD_RE.findall(text)
     if len(coords) != 4:
         raise ValueError(f"expected a box of 4 numbers, found {len(coords)} numbers")

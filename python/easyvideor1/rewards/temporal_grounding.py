@@ -22,7 +22,7 @@ from easyvideor1.rewards.extract import (
     strip_answer_tags,
 )
 from easyvideor1.rewards.geometry import GeometryError, Interval, as_interval, interval_iou
-from easyvideor1.rewards.parsing import parse_jsonish, strip_markup
+from easyvideor1.rewards.parsing import answer_and_json
 from easyvideor1.rewards.registry import register_scorer
 from easyvideor1.rewards.types import Score, ScoreRequest
 
@@ -35,18 +35,9 @@ _RANGE_RE = re.compile(
 
 def parse_interval(text: str | None) -> Interval:
     """The interval an answer names; :class:`GeometryError`/ValueError when there is none."""
-    if text is None:
-        raise ValueError("no answer")
-    text = strip_markup(text)
-    if not text:
-        raise ValueError("empty answer")
-    if "[" in text or "{" in text:
-        try:
-            value = parse_jsonish(text)
-        except ValueError:
-            pass
-        else:
-            return as_interval(value)
+    text, value = answer_and_json(text)
+    if value is not None:
+        return as_interval(value)
     ranges = _RANGE_RE.findall(text)
     if len(ranges) != 1:
         raise ValueError("no time range found" if not ranges else "several time ranges")
