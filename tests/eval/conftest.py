@@ -31,6 +31,18 @@ def eval_engine(tiny_model):
 
 
 @pytest.fixture(scope="session")
+def sampling_engine(tiny_model):
+    """An engine for seeded sampling (temperature > 0): on CPU, chunked prefill off."""
+    from easyvideor1.eval.engine import AsyncEvalEngine, kwargs_for_sampling
+    from easyvideor1.rollout.base import SamplingConfig
+
+    kwargs = kwargs_for_sampling(SamplingConfig(temperature=1.0, seed=0), {"max_model_len": 2048})
+    engine = AsyncEvalEngine(tiny_model, max_in_flight=8, **kwargs)
+    yield engine
+    engine.close()
+
+
+@pytest.fixture(scope="session")
 def judge_server():
     from eval_judge_server import JudgeServer
 

@@ -79,25 +79,33 @@ def videomme(root: Path, bank: VideoBank) -> int:
 
 
 def videomme_v2(root: Path, bank: VideoBank) -> int:
+    # test.parquet exported to JSONL; level and heads are set on a group's last question only.
     rows = []
-    for v, group_type in ((1, "consistency"), (2, "coherence")):
-        bank.put(root / "videos" / f"00{v}.mp4")
+    options = "\n".join(f"{c}. {w}." for c, w in zip("ABCDEFGH", ("one", "two", "three", "four", "five", "six",
+                                                                   "seven", "eight")))
+    for v, group_type, structure in ((1, "relevance", None), (2, "logic", "[1, 2, 3, 4]")):
+        bank.put(root / "data" / f"00{v}.mp4")
         for q in range(4):
-            rows.append({"video_id": f"00{v}", "question_id": f"00{v}-{q + 1}",
-                         "question": f"Question {q} on {v}?",
-                         "options": ["A. one", "B. two", "C. three", "D. four"], "answer": "ABCD"[q],
-                         "task_type": "Temporal Order", "level": f"Level {v}", "group_type": group_type})
-    _json(root / "test.json", rows)
+            last = q == 3
+            rows.append({"video_id": f"00{v}", "question_id": f"00{v}-{q + 1}", "question": f"Question {q} on {v}?",
+                         "options": options, "answer": "ABCDEFGH"[q + v], "group_type": group_type,
+                         "group_structure": structure, "level": v if last else None,
+                         "second_head": "Temporal" if last else None, "third_head": "Order" if last else None})
+    _jsonl(root / "test.jsonl", rows)
     return 8
 
 
 def mvbench(root: Path, bank: VideoBank) -> int:
-    bank.put(root / "video" / "star" / "Charades_v1_480" / "A1.mp4")
+    # The bounded row gets its own 4 s video: its 2 s bound then holds 8 frames, so the clip's
+    # frames (tests/eval/test_eval_clips.py) differ from a whole-video sampling.
+    bounded = root / "video" / "star" / "Charades_v1_480" / "A1.mp4"
+    bounded.parent.mkdir(parents=True, exist_ok=True)
+    write_video(bounded, _frames(7, 16), FPS)
     bank.put(root / "video" / "clevrer" / "video_validation" / "v2.mp4")
     _json(root / "json" / "action_sequence.json", [
         {"video": "A1.mp4", "question": "What did the person do first?", "candidates": ["Sat down.",
                                                                                         "Stood up."],
-         "answer": "Stood up.", "start": 0.5, "end": 1.5}])
+         "answer": "Stood up.", "start": 0.5, "end": 2.5}])
     _json(root / "json" / "moving_direction.json", [
         {"video": "v2.mp4", "question": "Which way does the cube move?", "candidates": ["left", "right",
                                                                                         "up"],
@@ -204,33 +212,51 @@ def minerva(root: Path, bank: VideoBank) -> int:
 
 
 def vcrbench(root: Path, bank: VideoBank) -> int:
-    bank.put(root / "videos" / "v1.mp4")
-    _json(root / "vcrbench.json", [
-        {"id": 1, "video_path": "v1.mp4", "question": "Which direction does the square move?",
-         "choices": {"A": "left",
-                     "B": "right"}, "answer": "B", "dimension": "Fundamental Temporal Reasoning"},
-        {"id": 2, "video_path": "v1.mp4", "question": "How many squares are there?", "answer": "1",
-         "dimension": "Video Temporal Counting"}])
-    return 2
+    # v1/videos/meta_info_video.json; video_path is relative to the annotation's folder.
+    base = root / "v1" / "videos"
+    bank.put(base / "video" / "src" / "v1.mp4")
+    empty = {"A": "", "B": "", "C": "", "D": ""}
+    rows = [
+        {"id": 0, "video_path": "video/src/v1.mp4", "duration": 2, "dimension": "Fundamental Temporal Reasoning",
+         "question": "Which direction does the square move?A. left\nB. right\nC. up\nD. down\n",
+         "multiple-choice": True, "choices": {"A": "left", "B": "right", "C": "up", "D": "down"}, "answer": "B",
+         "reasoning": ["1. 0:00-0:02, the square slides to the right."]},
+        {"id": 1, "video_path": "video/src/v1.mp4", "duration": 2, "dimension": "Video Temporal Counting",
+         "question": "How many squares are there?", "multiple-choice": False, "choices": empty, "answer": "1",
+         "reasoning": ["1. One square is visible throughout."]},
+        {"id": 2, "video_path": "video/src/v1.mp4", "duration": 2, "dimension": "Video Temporal Grounding",
+         "question": "When is the square moving?", "multiple-choice": False, "choices": empty,
+         "answer": "[0, 2]", "reasoning": ["1. It moves from 0:00 to 0:02."]}]
+    _json(base / "meta_info_video.json", rows)
+    return 3
 
 
 def videoreasonbench(root: Path, bank: VideoBank) -> int:
-    bank.put(root / "videos" / "r1.mp4")
-    _jsonl(root / "videoreasonbench.jsonl", [
-        {"id": "r1-0", "video": "r1.mp4", "question": "What is the final position of the square?",
-         "answer": "right", "skill": "Infer State", "level": 1},
-        {"id": "r1-1", "video": "r1.mp4", "question": "In which order did the moves happen?",
-         "answer": "right then right", "skill": "Recall Order", "level": 1}])
+    # questions/<demo>.json: an object keyed by question id (the repo's layout).
+    bank.put(root / "videos" / "hrd" / "state4_op5_start.mp4")
+    tail = " Provide a summary of the final answer after 'Final Answer:'"
+    common = {"video": "videos/hrd/state4_op5_start.mp4", "visible_time": "start", "num_state": 4,
+              "num_operation": 5, "moves": ["right", "right"], "states": [[[1, 0], [2, 3]]]}
+    _json(root / "questions" / "hrd.json", {
+        "state4_op5_order_operation_start": dict(common, question="What is the 2nd move of the tile?" + tail,
+                                                 answer="right", dim="order_operation"),
+        "state4_op5_order_state_start": dict(common, question="Which moves were made, in order?" + tail,
+                                             answer="right then right", dim="order_state")})
     return 2
 
 
 def longvideo_reason(root: Path, bank: VideoBank) -> int:
-    bank.put(root / "videos" / "lr1.mp4")
-    _json(root / "longvideo_reason.json", [
-        {"id": "lr-1", "video": "lr1.mp4", "question": "Why does the square move?",
-         "options": ["to escape", "to play", "to eat",
-                     "no reason"], "answer": "A", "category": "Goal and Purpose"}])
-    return 1
+    # test.jsonl: options embedded in "problem"; the archives extract into longvideo_eval_subset<N>/.
+    bank.put(root / "longvila_videos" / "lr1.mp4")
+    bank.put(root / "longvideo_eval_subset3" / "lr2.mp4")
+    _jsonl(root / "test.jsonl", [
+        {"problem_id": 0, "problem": "Why does the square move?\nA. to escape\nB. to play\nC. to eat\nD. no reason",
+         "data_type": "video", "problem_type": "goal", "reasoning": "...", "videos": "longvila_videos/lr1.mp4",
+         "answer": "<answer>A</answer>"},
+        {"problem_id": 1, "problem": "Which way does it move first?\nA. left\nB. right\nC. up\nD. down",
+         "data_type": "video", "problem_type": "temporal", "reasoning": "...", "videos": "longvila_videos/lr2.mp4",
+         "answer": "<answer>B</answer>"}])
+    return 2
 
 
 def mmvu(root: Path, bank: VideoBank) -> int:
@@ -260,11 +286,14 @@ def videommmu(root: Path, bank: VideoBank) -> int:
 
 
 def videomathqa(root: Path, bank: VideoBank) -> int:
+    # The two parquet files (mcq, multi_binary) exported to JSONL; the release has five options.
     bank.put(root / "videos" / "mq1.mp4")
-    _json(root / "videomathqa.json", [
-        {"id": "q1", "video": "mq1.mp4", "question": "What is the area of the square (cm^2)?",
-         "options": ["4", "8", "16"], "answer": "C", "category": "Geometry"}])
-    return 3  # one MCQ item + two MBin pairs
+    common = {"videoID": "mq1", "question_id": 7, "category": "Geometry Area", "length": "short",
+              "question": "What is the area of the square (cm^2)?", "steps": '{"1": "Read the side: 4 cm."}'}
+    _jsonl(root / "videomathqa_mcq_test.jsonl", [dict(common, options=["(A) 4", "(B) 8", "(C) 16"], answer="C")])
+    _jsonl(root / "videomathqa_mbin_test.jsonl", [dict(common, options=["(A) 16", "(B) 4"], answer="A"),
+                                                  dict(common, options=["(A) 8", "(B) 16"], answer="B")])
+    return 3  # one MCQ row + two multi-binary rows
 
 
 def vsibench(root: Path, bank: VideoBank) -> int:
@@ -317,22 +346,32 @@ def ovobench(root: Path, bank: VideoBank) -> int:
 
 
 def odvbench(root: Path, bank: VideoBank) -> int:
-    bank.put(root / "videos" / "0_drive_s0_e2.mp4")
-    _json(root / "odv_bench.json", [
-        {"id": "o1", "video": "0_drive_s0_e2.mp4", "question": "Is the car ahead braking?",
-         "options": ["yes, sharply", "no", "it is turning",
-                     "unknown"], "answer": "B", "category": "dynamic target",
-         "task": "Vehicle State", "realtime": 2.0}])
-    return 1
+    # ODVbench.json (no ids; video paths start with the extracted zip's name); a 4 s clip seen up to "end".
+    clip = root / "TOI_Recognition" / "test_video" / "drive1.mp4"
+    clip.parent.mkdir(parents=True, exist_ok=True)
+    write_video(clip, _frames(5, 16), FPS)
+    _json(root / "ODVbench.json", [
+        {"video": "TOI_Recognition/test_video/drive1.mp4", "question": "Is the car ahead braking?",
+         "candidates": ["yes, sharply", "no", "it is turning", "unknown"], "answer": "no",
+         "task": "Targeting single dynamic objects", "subtask": "Motion state", "start": 0, "end": 2.0},
+        {"video": "TOI_Recognition/test_video/drive1.mp4", "question": "Will the car ahead stop?",
+         "candidates": ["yes", "no"], "answer": "yes", "task": "Targeting single dynamic objects",
+         "subtask": "Motion prediction", "subsubtask": "Vehicle", "start": 0, "end": 3.5}])
+    return 2
 
 
 def livesports3k_qa(root: Path, bank: VideoBank) -> int:
-    bank.put(root / "videos" / "ls1_12_18.mp4")
-    _jsonl(root / "qa.jsonl", [
-        {"video_id": "ls1", "url": "https://example.org/ls1", "event_id": 3, "begin": 12.0, "end": 18.0,
-         "q_id": 7, "q_type": "Who", "question": "Who scores the goal?", "A": "player 7", "B": "player 9",
-         "C": "player 10", "D": "nobody", "answer": "C"}])
-    return 1
+    # LiveSports-3K-QA.json; event 1 is pre-cut (clips/<video_id>_<begin>_<end>.mp4), event 2 is a window.
+    bank.put(root / "clips" / "ls1_12.5_18.25.mp4")
+    bank.put(root / "videos" / "ls2.mp4")
+    _json(root / "LiveSports-3K-QA.json", [
+        {"video_id": "ls1", "event_id": 3, "begin": 12.5, "end": 18.25, "q_id": 1, "q_type": "Who", "OCR": 1,
+         "question": "Who scores the goal?",
+         "options": ["A: player 7", "B: player 9", "C: player 10", "D: nobody"], "answer": "C"},
+        {"video_id": "ls2", "event_id": 1, "begin": 0.0, "end": 2.0, "q_id": 1, "q_type": "When", "OCR": 0,
+         "question": "When does the square start moving?",
+         "options": ["A: at once", "B: after a pause", "C: at the end", "D: never"], "answer": "A"}])
+    return 2
 
 
 def synthetic(root: Path, bank: VideoBank) -> int:

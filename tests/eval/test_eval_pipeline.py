@@ -102,7 +102,7 @@ def test_stop_mid_run_then_resume_gives_each_id_once(bench_fixtures, tiny_model,
     assert sum(s["n"] for s in result["summaries"].values()) == len(done)
 
 
-def test_open_ended_items_go_to_the_judge(bench_fixtures, tiny_model, eval_engine, judge_server, tmp_path):
+def test_open_ended_items_go_to_the_judge(bench_fixtures, tiny_model, sampling_engine, judge_server, tmp_path):
     root, _ = bench_fixtures
     benchmarks = {"mmvu": root / "mmvu", "videoreasonbench": root / "videoreasonbench"}
     # Seeded sampling: the random tiny model then says something (greedy, it emits only blanks,
@@ -111,7 +111,7 @@ def test_open_ended_items_go_to_the_judge(bench_fixtures, tiny_model, eval_engin
     judge = {"base_url": judge_server.url, "model": "overlap", "retries": 0}
     before = judge_server.app.state.requests
     result = run_eval(
-        small_config(tiny_model, benchmarks, tmp_path / "run", judge=judge, sampling=sampling), eval_engine
+        small_config(tiny_model, benchmarks, tmp_path / "run", judge=judge, sampling=sampling), sampling_engine
     )
     records = read_results(tmp_path / "run" / "results.jsonl")
     open_items = [r for r in records if r["problem_type"] == "open-ended"]
@@ -125,7 +125,7 @@ def test_open_ended_items_go_to_the_judge(bench_fixtures, tiny_model, eval_engin
 
     down = {"base_url": f"http://127.0.0.1:{free_port()}/v1", "retries": 0, "timeout_s": 2}
     result = run_eval(
-        small_config(tiny_model, benchmarks, tmp_path / "down", judge=down, sampling=sampling), eval_engine
+        small_config(tiny_model, benchmarks, tmp_path / "down", judge=down, sampling=sampling), sampling_engine
     )
     failures = [f for s in result["summaries"].values() for f in s["failures"]]
     assert sorted(f["id"] for f in failures) == sorted(r["id"] for r in answered)  # same seed, same answers

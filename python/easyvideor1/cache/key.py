@@ -10,7 +10,9 @@ until they age. ``ctime`` (which no user call can set) catches an mtime reset by
 
 The key is blake3 over a canonical JSON of: format version, media kind, content hash,
 all sampling/resizing parameters, and the decoder build. The path is not in it: the same
-video under two paths is built once.
+video under two paths is built once. A clip window (``VideoParams.start_s``/``end_s``) is
+among the parameters when set and absent when not, so whole-video keys are those of
+before windows existed and a clip never shares a key with the whole video.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 A load computes the cache key (content hash through the hash index, so an unchanged file
 costs a ``stat`` and an index lookup), reads the blob from the store and checks it against
-the key. On a miss, an unreachable store (StoreError) or a corrupt blob it decodes the file
+the key. ``load_video(path, clip=(start_s, end_s))`` samples only that window of the video;
+the window is part of the parameters, hence of the key. On a miss, an unreachable store (StoreError) or a corrupt blob it decodes the file
 on the fly, logs one ``frame_cache_miss`` line, counts it, and (with ``write_back=True``)
 stores the result. Both paths return the same arrays and metadata; arrays are read-only in
 both, so no caller comes to depend on mutating one of them.
@@ -63,10 +64,26 @@ class FrameLoader:
         self.counters = LoaderCounters()
         self._lock = threading.Lock()
 
-    def load_video(self, path: str | os.PathLike) -> tuple[np.ndarray, VideoMetadata]:
-        frames, metadata = self._load(os.fspath(path), self.video_params)
+    def load_video(self, path: str | os.PathLike, clip: tuple[float, float] | None = None
+                   ) -> tuple[np.ndarray, VideoMetadata]:
+        """Frames and metadata of ``path``; with ``clip=(start_s, end_s)`` only from that window.
+
+        A clip is the loader's parameters with the window applied, so it has its own cache
+        key (never the whole video's blob). Raises ValueError for a malformed window.
+        """
+        frames, metadata = self._load(os.fspath(path), self.clip_params(clip))
         assert isinstance(metadata, VideoMetadata)
         return frames, metadata
+
+    def clip_params(self, clip: tuple[float, float] | None) -> VideoParams:
+        """The video parameters a load with ``clip`` uses (the loader's own when None)."""
+        if clip is None:
+            return self.video_params
+        try:
+            start_s, end_s = clip
+        except (TypeError, ValueError):
+            raise ValueError(f"clip must be (start_s, end_s) in seconds, got {clip!r}") from None
+        return self.video_params.with_window(start_s, end_s)
 
     def load_image(self, path: str | os.PathLike) -> tuple[np.ndarray, ImageMetadata]:
         array, metadata = self._load(os.fspath(path), self.image_params)

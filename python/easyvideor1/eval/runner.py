@@ -130,10 +130,14 @@ def run_eval(
     plans, per_bench = build_plans(config, family.factor)
     owns_engine = engine is None
     if owns_engine:
-        from easyvideor1.eval.engine import AsyncEvalEngine
+        from easyvideor1.eval.engine import AsyncEvalEngine, kwargs_for_sampling
 
-        engine = AsyncEvalEngine(config.model, max_in_flight=config.max_in_flight, **config.engine_kwargs)
+        engine = AsyncEvalEngine(
+            config.model, max_in_flight=config.max_in_flight,
+            **kwargs_for_sampling(config.sampling, config.engine_kwargs),
+        )
     try:
+        engine.check_sampling(config.sampling)
         settings = run_settings(config, engine, family.name, per_bench)
         return _run(config, engine, plans, settings, on_record)
     finally:

@@ -46,7 +46,9 @@ class EvalItem:
     benchmark's scorer expects (a letter, a number, ``[start, end]``, ...). ``categories``
     maps each breakdown the benchmark reports (task, duration, ...) to this item's value;
     a list value puts the item in several categories (LVBench's multi-label types).
-    ``source`` is ``file:line`` (or ``file:row N``) for error messages.
+    ``clip`` is ``(start_s, end_s)`` in seconds when the protocol samples the videos' frames
+    only within that window (timestamps stay those of the source video), None for the
+    whole video. ``source`` is ``file:line`` (or ``file:row N``) for error messages.
     """
 
     benchmark: str
@@ -60,6 +62,7 @@ class EvalItem:
     categories: dict[str, Any] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
     source: str = ""
+    clip: tuple[float, float] | None = None
 
     @property
     def key(self) -> str:

@@ -12,6 +12,7 @@ sees them, so a mismatch is reported here, by sample, instead of deep inside a f
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -247,6 +248,10 @@ class PromptBuilder:
     def __init__(self, processor: Any, family: str | ModelFamily):
         self.processor = processor
         self.family = get_family(family)
+        # Callers build prompts from worker threads (the eval I/O stage, an engine's event
+        # loop offloading); a fast tokenizer used by two threads at once can fail with
+        # "Already borrowed", so builds take turns.
+        self._lock = threading.Lock()
 
     @classmethod
     def from_pretrained(cls, model_dir: str) -> PromptBuilder:
@@ -262,4 +267,5 @@ class PromptBuilder:
 
     def build(self, messages: str | Sequence[Mapping[str, Any]], videos: Sequence[VideoInput] = (),
               images: Sequence[ImageInput] = (), *, sample_id: str = "") -> PromptInputs:
-        return build_prompt(self.processor, messages, videos, images, family=self.family, sample_id=sample_id)
+        with self._lock:
+            return build_prompt(self.processor, messages, videos, images, family=self.family, sample_id=sample_id)

@@ -10,7 +10,12 @@ from easyvideor1.video.metadata import (
     VideoMetadata,
     VideoParams,
 )
-from easyvideor1.video.sampling import sample_frame_indices, smart_resize
+from easyvideor1.video.sampling import (
+    sample_frame_indices,
+    sample_window_indices,
+    smart_resize,
+    window_frame_range,
+)
 
 __all__ = [
     "DECODER_NAME",
@@ -25,5 +30,7 @@ __all__ = [
     "load_image",
     "probe_video",
     "sample_frame_indices",
+    "sample_window_indices",
     "smart_resize",
+    "window_frame_range",
 ]

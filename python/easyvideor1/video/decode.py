@@ -17,6 +17,12 @@ Strategy (one pass in the common case):
 
 Timestamps come from each frame's PTS (seconds from the stream start), so they are right
 for variable-frame-rate video; indices are positions in the presentation-order sequence.
+
+A clip window (``VideoParams.start_s``/``end_s``) restricts sampling to the frames shown
+inside it, clamped to the video's end. Before decoding, frame times are estimated as
+``index / fps``; the pass measures every frame's PTS, and when the window's true frames
+differ from the estimate (variable frame rate, a lying header) step 4 re-samples and
+decodes again. Indices and timestamps stay those of the whole source video.
 Rotation (display matrix, else the legacy ``rotate`` tag) is applied to the output frames;
 ``VideoMetadata.rotation`` is the clockwise angle applied and the source size is the
 displayed (rotated) one, which is the frame that bounding-box annotations refer to.
@@ -24,6 +30,7 @@ displayed (rotated) one, which is the frame that bounding-box annotations refer 
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from fractions import Fraction
@@ -35,7 +42,7 @@ from av.video.reformatter import Interpolation
 from easyvideor1.errors import MediaDecodeError, MediaTooLargeError
 from easyvideor1.video.files import check_media_file
 from easyvideor1.video.metadata import VideoMetadata, VideoParams
-from easyvideor1.video.sampling import sample_frame_indices, smart_resize
+from easyvideor1.video.sampling import sample_frame_indices, sample_window_indices, smart_resize
 
 DECODER_NAME = f"pyav-{av.__version__}"
 # Bit-exact swscale: the same frames on every CPU, so a cache built on one machine equals
@@ -71,7 +78,8 @@ def decode_video(path: str | os.PathLike, params: VideoParams) -> tuple[np.ndarr
     if total <= 0:
         raise MediaDecodeError(path, "the video stream has no frames")
     fps = _consistent_fps(header.source_fps, total, header.duration, params)
-    indices = sample_frame_indices(total, fps, params)
+    estimated = [i / fps for i in range(total)] if params.has_window else []
+    indices, _ = _sample(path, params, total, fps, estimated, header.duration, measured=False)
     result = _decode_pass(path, params, header, indices)
     decoded = result.decoded
     if decoded < total * (1 - _MISSING_FRAMES_TOLERANCE) and total - decoded > 2:
@@ -81,7 +89,7 @@ def decode_video(path: str | os.PathLike, params: VideoParams) -> tuple[np.ndarr
     # The decode is the ground truth: PTS give the duration, the count is what decoded.
     duration = result.end_time if result.end_time > 0 else header.duration
     fps = _consistent_fps(header.source_fps, decoded, duration, params)
-    true_indices = sample_frame_indices(decoded, fps, params)
+    true_indices, clip = _sample(path, params, decoded, fps, result.all_times, duration, measured=True)
     if true_indices != indices or not result.complete:
         indices = true_indices
         result = _decode_pass(path, params, header, indices)
@@ -103,9 +111,38 @@ def decode_video(path: str | os.PathLike, params: VideoParams) -> tuple[np.ndarr
         factor=params.factor,
         decoder=DECODER_NAME,
         rotation=result.rotation,
+        clip=clip,
         extra={"codec": header.codec, "padded_frames": len(indices) - len(set(indices))},
     )
     return frames, metadata
+
+
+def _sample(path: str, params: VideoParams, total: int, fps: float, times: list[float], duration: float, *,
+            measured: bool) -> tuple[list[int], tuple[float, float] | None]:
+    """Indices to keep and the clip window actually used (None for the whole video).
+
+    ``times`` are every frame's presentation time (only read for a window); ``measured``
+    says they and ``duration`` come from a decode, not the header: only then is a window
+    past the end refused, since a header may understate the length.
+    """
+    if not params.has_window:
+        return sample_frame_indices(total, fps, params), None
+    start = params.start_s or 0.0
+    if duration <= 0 and times:  # length unknown: up to the end of the last frame shown
+        duration = times[-1] + 1.0 / fps
+    if measured and start >= duration:
+        raise MediaDecodeError(path, f"clip window [{start:g}, {_seconds(params.end_s)}] s starts at or after the "
+                                     f"end of the video ({duration:.3f} s)")
+    # A window reaching the end is clamped to it and open-ended, so the last frame counts
+    # even where the measured duration stops at that frame's start (no frame durations).
+    reaches_end = params.end_s is None or params.end_s >= duration
+    select_end = math.inf if reaches_end else params.end_s
+    clip = (start, duration if reaches_end else params.end_s)
+    return sample_window_indices(times, fps, params, start, select_end), clip
+
+
+def _seconds(value: float | None) -> str:
+    return "end" if value is None else f"{value:g}"
 
 
 def probe_video(path: str | os.PathLike, params: VideoParams | None = None) -> dict:
@@ -189,6 +226,7 @@ def _count_packets(path: str) -> int:
 class _PassResult:
     frames: np.ndarray
     timestamps: list[float]
+    all_times: list[float]  # presentation time of every decoded frame (for clip windows)
     decoded: int
     end_time: float
     rotation: int
@@ -207,6 +245,7 @@ def _decode_pass(path: str, params: VideoParams, header: _Header, indices: list[
     rotation = 0
     display = (header.coded_height, header.coded_width)
     decoded, end_time, error = 0, 0.0, None
+    all_times: list[float] = []
     last_wanted = wanted[-1]
     with _open(path) as container:
         stream = _video_stream(path, container)
@@ -222,6 +261,7 @@ def _decode_pass(path: str, params: VideoParams, header: _Header, indices: list[
                     header.source_fps or params.fps)
                 step = float(frame.duration * header.time_base) if frame.duration else 0.0
                 end_time = max(end_time, seconds + step)
+                all_times.append(seconds)
                 if seconds > params.max_duration_s:
                     raise MediaTooLargeError(path, f"duration exceeds max_duration_s={params.max_duration_s} "
                                                    f"(frame {index} at {seconds:.1f}s)")
@@ -241,11 +281,11 @@ def _decode_pass(path: str, params: VideoParams, header: _Header, indices: list[
         raise MediaDecodeError(path, f"no decodable video frames{detail}")
     if decoded <= last_wanted:
         # Short decode; the caller re-samples from the true count.
-        return _PassResult(kept, [], decoded, end_time, rotation, display[0], display[1], error, False)
+        return _PassResult(kept, [], all_times, decoded, end_time, rotation, display[0], display[1], error, False)
     order = [slot_of[i] for i in indices]
     frames = kept if order == list(range(len(wanted))) else kept[order]
     times = [kept_times[s] for s in order]
-    return _PassResult(frames, times, decoded, end_time, rotation, display[0], display[1], error, True)
+    return _PassResult(frames, times, all_times, decoded, end_time, rotation, display[0], display[1], error, True)
 
 
 def _clockwise_rotation(frame: av.VideoFrame, stream: av.video.stream.VideoStream) -> int:

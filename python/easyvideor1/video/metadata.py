@@ -3,11 +3,17 @@
 ``VideoParams``/``ImageParams`` are part of the cache key: any change gives a new key.
 ``VideoMetadata`` records what was actually sampled so that rollout, reference, actor and
 evaluation all see identical frames, token counts and timestamps.
+
+A ``VideoParams`` may carry a clip window (``start_s``/``end_s``, seconds in the source
+video): frames are then sampled inside it only, while indices and timestamps stay those of
+the source video.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +36,9 @@ class VideoParams:
     # Hard caps against hostile input: refuse rather than allocate unbounded memory.
     max_source_pixels: int = 8192 * 8192
     max_duration_s: float = 6 * 3600.0
+    # Clip window in seconds of the source video; None: from its start / to its end.
+    start_s: float | None = None
+    end_s: float | None = None
 
     def __post_init__(self) -> None:
         _check_positive(self, ("fps", "min_frames", "max_frames", "min_pixels", "max_pixels", "factor",
@@ -38,9 +47,39 @@ class VideoParams:
             raise ValueError(f"min_frames ({self.min_frames}) > max_frames ({self.max_frames})")
         if self.min_pixels > self.max_pixels:
             raise ValueError(f"min_pixels ({self.min_pixels}) > max_pixels ({self.max_pixels})")
+        for name in _WINDOW_FIELDS:
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) \
+                    or value < 0:
+                raise ValueError(f"VideoParams.{name} must be a finite number of seconds >= 0 (None: "
+                                 f"{'the video start' if name == 'start_s' else 'the video end'}), got {value!r}")
+            # Coerced here so that 1 and 1.0 give one cache key (the key does not coerce Optionals).
+            object.__setattr__(self, name, float(value))
+        if self.end_s is not None and not (self.start_s or 0.0) < self.end_s:
+            raise ValueError(f"VideoParams clip window [{self.start_s or 0.0:g}, {self.end_s:g}] s is empty: "
+                             f"start_s must be < end_s")
+
+    @property
+    def has_window(self) -> bool:
+        return self.start_s is not None or self.end_s is not None
+
+    def with_window(self, start_s: float | None, end_s: float | None) -> VideoParams:
+        """These parameters restricted to ``[start_s, end_s]`` (seconds of the source video)."""
+        return dataclasses.replace(self, start_s=start_s, end_s=end_s)
 
     def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        # An unset window is left out, so whole-video parameters serialize (and key the
+        # cache) exactly as before windows existed: existing caches stay valid.
+        for name in _WINDOW_FIELDS:
+            if d[name] is None:
+                del d[name]
+        return d
+
+
+_WINDOW_FIELDS = ("start_s", "end_s")
 
 
 @dataclass(frozen=True)
@@ -67,6 +106,9 @@ class VideoMetadata:
 
     ``frame_indices`` are indices into the decoded source frame sequence (presentation
     order); ``timestamps`` are their presentation times in seconds from the stream start.
+    Both stay absolute for a clip: ``clip`` is then the window the frames were sampled
+    from, ``(start_s, end_s)`` in source seconds with ``end_s`` clamped to the video's end;
+    ``total_frames`` and ``duration`` always describe the whole source video.
     """
 
     source_fps: float
@@ -81,6 +123,7 @@ class VideoMetadata:
     factor: int
     decoder: str
     rotation: int = 0
+    clip: tuple[float, float] | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
@@ -90,14 +133,20 @@ class VideoMetadata:
     @property
     def sample_fps(self) -> float:
         """Effective sampling rate, as the model sees it (frames per second of video)."""
-        if self.num_frames < 2 or self.duration <= 0:
+        span = self.clip[1] - self.clip[0] if self.clip is not None else self.duration
+        if self.num_frames < 2 or span <= 0:
             return self.source_fps
-        return self.num_frames / self.duration
+        return self.num_frames / span
 
     def as_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["frame_indices"] = list(self.frame_indices)
         d["timestamps"] = list(self.timestamps)
+        # Left out for a whole video: its cached metadata stays byte-identical to older blobs.
+        if self.clip is None:
+            del d["clip"]
+        else:
+            d["clip"] = list(self.clip)
         return d
 
     @classmethod
@@ -109,6 +158,9 @@ class VideoMetadata:
         d = dict(d)
         d["frame_indices"] = tuple(int(i) for i in d["frame_indices"])
         d["timestamps"] = tuple(float(t) for t in d["timestamps"])
+        if d.get("clip") is not None:
+            start, end = d["clip"]
+            d["clip"] = (float(start), float(end))
         return cls(**d)
 
     def processor_metadata(self) -> dict[str, Any]:

@@ -10,16 +10,22 @@ exactly the ones the model's processor would have produced itself:
   max_frames]`` and rounded down to a whole number of temporal patches, spread evenly over
   the source frames; a video with fewer frames than that keeps every frame and repeats the
   last one up to a whole temporal patch (what the processors do for a single image).
+* ``window_frame_range``: the run of frames presented inside a clip window; sampling a clip
+  is ``sample_frame_indices`` over that run (the same fps/min/max rules, applied to the
+  window's length), offset to source indices.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from easyvideor1.video.metadata import VideoParams
 
 # The processors refuse sizes more elongated than this (the patch grid degenerates).
 MAX_ASPECT_RATIO = 200
+# Presentation times are rationals converted to float: a frame at 0.5 s may read 0.49999999.
+WINDOW_EPSILON_S = 1e-6
 
 
 def _round_to(value: float, factor: int) -> int:
@@ -89,3 +95,30 @@ def sample_frame_indices(total_frames: int, source_fps: float, params: VideoPara
     patch = params.temporal_patch_size
     padded = math.ceil(total_frames / patch) * patch
     return list(range(total_frames)) + [total_frames - 1] * (padded - total_frames)
+
+
+def window_frame_range(timestamps: Sequence[float], start_s: float, end_s: float) -> tuple[int, int]:
+    """``(first, stop)``: the frames whose presentation time lies in ``[start_s, end_s)``.
+
+    ``timestamps`` are the presentation times of every source frame, in order. A frame at
+    exactly ``end_s`` is first shown when the window closes, so it is outside. A window
+    shorter than one frame interval may hold no frame start: the frame on screen at
+    ``start_s`` (the last one shown at or before it) is then the window's only frame.
+    """
+    if not timestamps:
+        raise ValueError("no frames")
+    low, high = start_s - WINDOW_EPSILON_S, end_s - WINDOW_EPSILON_S
+    inside = [i for i, t in enumerate(timestamps) if low <= t < high]
+    if inside:
+        # Timestamps are non-decreasing in presentation order; min/max keeps a run even if not.
+        return inside[0], inside[-1] + 1
+    shown = [i for i, t in enumerate(timestamps) if t <= start_s + WINDOW_EPSILON_S]
+    first = shown[-1] if shown else 0
+    return first, first + 1
+
+
+def sample_window_indices(timestamps: Sequence[float], source_fps: float, params: VideoParams,
+                          start_s: float, end_s: float) -> list[int]:
+    """Source indices of the frames to keep from the window ``[start_s, end_s)``."""
+    first, stop = window_frame_range(timestamps, start_s, end_s)
+    return [first + i for i in sample_frame_indices(stop - first, source_fps, params)]

@@ -1,9 +1,22 @@
-"""ODV-Bench: online driving-video understanding; multiple choice by category and task.
+"""ODV-Bench: online driving-video understanding; multiple choice by task and subtask.
 
-Reads ``odv_bench.json(l)`` (or another ``*.json(l)``): rows ``{"id", "video", "question",
-"options" (list or lettered object), "answer" (letter or index), "category" (static
-target, dynamic target, event), "task", "realtime"}``. Each question is asked on the clip
-up to its ``realtime``, stored as ``videos/<video>`` (the release's clips).
+Format and scoring follow the benchmark's own evaluation in MCG-NJU/StreamForest
+(``lmms_eval/tasks/odvbench/utils.py``); the data is MCG-NJU/ODV-Bench on the Hugging Face
+Hub. Reads ``ODVbench.json``: a JSON list of questions ``{"video"
+(``<collection>/.../<clip>.mp4``; the collections TS_Retrieval, TOI_Recognition and
+TR_Analysis ship as zips, extracted under the data folder by name), "question",
+"candidates" (2 or 4 option texts), "answer" (the text of the right candidate), "task"
+(static targets, dynamic targets, multi-object events), "subtask" (12), "subsubtask"
+(some rows), "start", "end"}``. The release has no question id: an item's id is its
+position in the file (row 0, 1, ...).
+
+``[start, end]`` is the part of the clip the model may see (the question is asked at
+``end``; many questions ask about what happens next), so frames are sampled within that
+window only (``EvalItem.clip``; timestamps stay those of the clip), as the official
+``odvbench_doc_to_visual`` passes ``start``/``end`` to its video reader. A row whose end is
+not after its start has no usable window: its whole clip is sampled and the report counts
+such rows. Scores: accuracy overall and per task, subtask and subsubtask (micro averages,
+as the official aggregation).
 """
 
 from __future__ import annotations
@@ -15,53 +28,56 @@ from easyvideor1.eval.benchmarks.base import (
     answer_letter,
     field,
     find_file,
-    find_video,
     letter_options,
-    options_from_dict,
     read_records,
     register,
     require_answer,
 )
-from easyvideor1.eval.types import EvalItem
+from easyvideor1.eval.types import AnnotationError, EvalItem
+
+ANNOTATIONS = ("ODVbench.json", "ODVBench.json", "odvbench.json")
 
 
 @register
 class ODVBench(Benchmark):
     name = "odvbench"
     title = "ODV-Bench"
-    category_fields = ("category", "task")
+    category_fields = ("task", "subtask", "subsubtask")
     video_defaults = {"fps": 1.0, "max_frames": 32}
-    annotation = "odv_bench.json(l); clips videos/<video>"
+    annotation = "ODVbench.json; videos <collection>/... (the video field), seen up to its end time"
 
     def load(self, root: Path) -> list[EvalItem]:
-        path = find_file(
-            root, ("odv_bench.jsonl", "odv_bench.json", "*.jsonl", "*.json"), "ODV-Bench annotation"
-        )
-        items = []
+        path = find_file(root, ANNOTATIONS, "ODV-Bench annotation (ODVbench.json)")
+        items, unbounded = [], 0
         for where, row in read_records(path):
-            raw = field(row, "options", path, where, (list, dict))
-            options = (
-                options_from_dict(raw, path, where, "options")
-                if isinstance(raw, dict)
-                else letter_options(raw, path, where)
-            )
+            candidates = field(row, "candidates", path, where, list)
+            options = letter_options(candidates, path, where, "candidates")
+            start = field(row, "start", path, where, float, default=0.0)
+            end = field(row, "end", path, where, float, default=None)
+            if start < 0 or end is not None and end < 0:
+                raise AnnotationError(str(path), where, "start/end", f"negative time in [{start}, {end}]")
+            clip = (start, end) if end is not None and end > start else None
+            unbounded += clip is None
+            source = field(row, "video", path, where)
             items.append(
                 EvalItem(
                     benchmark=self.name,
-                    id=str(field(row, "id", path, where, (str, int))),
+                    id=where.split()[-1],
                     question=field(row, "question", path, where),
                     options=options,
                     problem_type="multiple choice",
                     answer=answer_letter(
-                        require_answer(row, ("answer", "gt"), path, where), options, path, where
+                        require_answer(row, ("answer",), path, where), options, path, where
                     ),
-                    videos=(find_video(root, ("videos", ""), field(row, ("video", "path"), path, where)),),
-                    categories={
-                        "category": row.get("category"),
-                        "task": row.get("task") or row.get("task_type"),
-                    },
-                    meta={"realtime": row.get("realtime")},
+                    videos=(str(root / source.lstrip("/")),),
+                    categories={k: row.get(k) for k in self.category_fields},
+                    meta={"start": start, "end": end},
                     source=f"{path}:{where}",
+                    clip=clip,
                 )
+            )
+        if unbounded:
+            self.load_notes.append(
+                f"{unbounded} item(s) have no [start, end] window with end > start; their whole clip was sampled"
             )
         return items

@@ -1,25 +1,31 @@
 """VideoMathQA: mathematical reasoning in videos; MCQ accuracy and multi-binary (MBin) accuracy.
 
-Reads ``videomathqa.json(l)`` (or another ``*.json(l)`` export): rows ``{"id", "video",
-"question", "options" (list or lettered object), "answer" (letter or index),
-"category"}``. Each question is asked once with all options (MCQ) and, for MBin, once per
-distractor with just the right option and that distractor (in a fixed order that puts the
-right option first for even and second for odd pairs); an MBin question is right only if
-every pair is. Videos: ``videos/<video>``.
+Format and scoring follow lmms-eval's ``tasks/videomathqa/utils.py`` and its yaml files (the
+official evaluation; the data is MBZUAI/VideoMathQA on the Hugging Face Hub). The release
+has two parquet files, read here as JSON/JSONL exports: ``videomathqa_mcq_test`` (420
+five-option questions) and ``videomathqa_mbin_test`` (the multi-binary split: per question
+one two-option row for each distractor, sharing the question's ``question_id``). Rows:
+``question_id``, ``videoID``, ``question``, ``options`` (a list, labelled ``"A. ..."`` /
+``"(A) ..."`` / ``"A) ..."`` or bare), ``answer`` (the letter), ``category`` (one of ten
+domains) and ``length`` (short/medium/long); ``steps`` (the annotated solution) is not used.
+Either file may be absent. Videos: ``videos/<videoID>.mp4`` (``.MP4``/``.mkv`` too).
+
+Scores: ``accuracy`` over the MCQ rows and ``binary_accuracy`` over the MBin rows (both
+micro averages, per category and per length too); ``mbin_accuracy`` counts a question only
+if all of its binary rows are right (the official MBin score).
 """
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from easyvideor1.eval.benchmarks.base import (
-    LETTERS,
     Benchmark,
     answer_letter,
     field,
-    find_file,
     find_video,
     letter_options,
     options_from_dict,
@@ -27,64 +33,94 @@ from easyvideor1.eval.benchmarks.base import (
     register,
     require_answer,
 )
-from easyvideor1.eval.types import ACCURACY, EvalItem
+from easyvideor1.eval.types import ACCURACY, AnnotationError, EvalItem
+
+SPLITS = {
+    "mcq": ("videomathqa_mcq_test.jsonl", "videomathqa_mcq_test.json", "mcq/test*.jsonl", "mcq/test*.json"),
+    "mbin": (
+        "videomathqa_mbin_test.jsonl",
+        "videomathqa_mbin_test.json",
+        "multi_binary/test*.jsonl",
+        "multi_binary/test*.json",
+    ),
+}
+_LABEL = re.compile(r"^\s*[\(\[]?([A-Ja-j])\s*[\)\].:：]\s*")
+
+
+def bare_options(raw: Any, path: Path, where: str) -> tuple[str, ...]:
+    """``("A. x", ...)`` from options labelled in any common way (or bare / lettered object)."""
+    if isinstance(raw, dict):
+        return options_from_dict(raw, path, where, "options")
+    if isinstance(raw, list) and raw and all(isinstance(o, str) for o in raw):
+        labels = [_LABEL.match(o) for o in raw]
+        if all(labels) and [m.group(1).upper() for m in labels] == list("ABCDEFGHIJ"[: len(raw)]):
+            raw = [o[m.end():] for o, m in zip(raw, labels)]
+    return letter_options(raw, path, where)
+
+
+def _video(root: Path, video: str) -> str:
+    found = find_video(root, ("videos", ""), video)
+    upper = Path(found).with_suffix(".MP4")  # the release also ships .MP4 files
+    return str(upper) if not Path(found).is_file() and upper.is_file() else found
+
+
+def _find(root: Path, patterns: tuple[str, ...]) -> Path | None:
+    for pattern in patterns:
+        matches = sorted(root.glob(pattern))
+        if matches:
+            return matches[0]
+    return None
 
 
 @register
 class VideoMathQA(Benchmark):
     name = "videomathqa"
     title = "VideoMathQA"
-    category_fields = ("category", "mode")
+    category_fields = ("category", "length", "mode")
     video_defaults = {"fps": 1.0, "max_frames": 64}
-    annotation = "videomathqa.json(l); videos videos/<video>"
+    annotation = (
+        "videomathqa_mcq_test.json(l) and videomathqa_mbin_test.json(l) (parquet exports); "
+        "videos videos/<videoID>.mp4"
+    )
 
     def load(self, root: Path) -> list[EvalItem]:
-        path = find_file(root, ("videomathqa.jsonl", "videomathqa.json", "*.jsonl", "*.json"),
-                         "VideoMathQA annotation")
-        items = []
-        for where, row in read_records(path):
-            raw = field(row, "options", path, where, (list, dict))
-            options = (options_from_dict(raw, path, where, "options") if isinstance(raw, dict)
-                       else letter_options(raw, path, where))
-            answer = answer_letter(require_answer(row, ("answer",), path, where), options, path, where)
-            qid = str(field(row, ("id", "question_id"), path, where, (str, int)))
-            common = dict(
-                benchmark=self.name,
-                question=field(row, "question", path, where),
-                problem_type="multiple choice",
-                source=f"{path}:{where}",
-                videos=(
-                    find_video(
-                        root,
-                        ("videos", ""),
-                        str(field(row, ("video", "video_id", "videoID"), path, where, (str, int))),
-                    ),
-                ),
+        found = {mode: _find(root, patterns) for mode, patterns in SPLITS.items()}
+        if not any(found.values()):
+            looked = ", ".join(p for patterns in SPLITS.values() for p in patterns)
+            raise AnnotationError(
+                str(root), None, None, f"no VideoMathQA annotation found (looked for {looked})"
             )
-            category = row.get("category")
-            items.append(
-                EvalItem(
-                    **common,
-                    id=f"{qid}/mcq",
-                    options=options,
-                    answer=answer,
-                    categories={"category": category, "mode": "mcq"},
-                    meta={"question": qid},
-                )
-            )
-            right = LETTERS.index(answer)
-            texts = [o.split(".", 1)[1].strip() for o in options]
-            for pair, wrong in enumerate(i for i in range(len(options)) if i != right):
-                order = [right, wrong] if pair % 2 == 0 else [wrong, right]
-                pair_options = tuple(f"{LETTERS[k]}. {texts[i]}" for k, i in enumerate(order))
+        items: list[EvalItem] = []
+        for mode, path in found.items():
+            if path is None:
+                self.load_notes.append(f"no {mode} file ({SPLITS[mode][0]}): its score is not computed")
+                continue
+            per_question: dict[str, int] = defaultdict(int)
+            for where, row in read_records(path):
+                options = bare_options(field(row, "options", path, where, (list, dict)), path, where)
+                if mode == "mbin" and len(options) != 2:
+                    raise AnnotationError(
+                        str(path), where, "options", f"a multi-binary row needs 2 options, got {len(options)}"
+                    )
+                qid = str(field(row, "question_id", path, where, (str, int)))
+                video = str(field(row, ("videoID", "video_id"), path, where, (str, int)))
+                if mode == "mcq":
+                    item_id = f"{qid}/mcq"
+                else:
+                    item_id = f"{qid}/mbin{per_question[qid]}"
+                    per_question[qid] += 1
                 items.append(
                     EvalItem(
-                        **common,
-                        id=f"{qid}/mbin{pair}",
-                        options=pair_options,
-                        answer=LETTERS[order.index(right)],
-                        categories={"category": category, "mode": "mbin"},
+                        benchmark=self.name,
+                        id=item_id,
+                        question=field(row, "question", path, where),
+                        options=options,
+                        problem_type="multiple choice",
+                        answer=answer_letter(require_answer(row, ("answer",), path, where), options, path, where),
+                        videos=(_video(root, video),),
+                        categories={"category": row.get("category"), "length": row.get("length"), "mode": mode},
                         meta={"question": qid},
+                        source=f"{path}:{where}",
                     )
                 )
         return items
@@ -99,15 +135,23 @@ class VideoMathQA(Benchmark):
         return result
 
     def extra_metrics(self, records: list[dict[str, Any]], summary: dict[str, Any]) -> None:
-        pairs: dict[str, list[float]] = defaultdict(list)
+        questions: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for record in records:
-            if "binary_accuracy" in record["values"]:
-                pairs[record["meta"]["question"]].append(record["values"]["binary_accuracy"])
-        if pairs:
-            value = sum(all(v == 1.0 for v in vs) for vs in pairs.values()) / len(pairs)
-            summary["metrics"]["mbin_accuracy"] = {
-                "kind": ACCURACY,
-                "value": value,
-                "n": len(pairs),
-                "over": "questions",
-            }
+            if record["categories"].get("mode") == "mbin":
+                questions[record["meta"]["question"]].append(record)
+        if not questions:
+            return
+        solved = {q: all(r["values"].get("binary_accuracy", 0.0) == 1.0 for r in rs) for q, rs in questions.items()}
+        summary["metrics"]["mbin_accuracy"] = _share(list(solved.values()))
+        for name in ("category", "length"):
+            by_value: dict[str, list[bool]] = defaultdict(list)
+            for qid, rows in questions.items():
+                value = rows[0]["categories"].get(name)
+                if value is not None and value != "":
+                    by_value[str(value)].append(solved[qid])
+            for value, flags in by_value.items():
+                summary["categories"].setdefault(name, {}).setdefault(value, {})["mbin_accuracy"] = _share(flags)
+
+
+def _share(flags: list[bool]) -> dict[str, Any]:
+    return {"kind": ACCURACY, "value": sum(flags) / len(flags), "n": len(flags), "over": "questions"}

@@ -1,47 +1,150 @@
-"""VideoReasonBench: vision-centric complex reasoning; free-form answers judged per skill.
+"""VideoReasonBench: vision-centric complex video reasoning; free-form answers, LLM-judged.
 
-Reads ``videoreasonbench.json(l)`` (or another ``*.json(l)`` export): rows ``{"id",
-"video", "question", "answer", "skill" (e.g. recall order, infer state, predict
-operation), "level"}``. Answers are compared by the LLM judge; without a judge the
-rule-based fallback accepts only a normalised exact match. Videos: ``videos/<video>``.
+Format and scoring follow the official repository llyx97/video_reason_bench
+(``questions/<demo>.json`` and ``eval_api.py`` / ``utils/eval_utils.py`` for the rows and the
+judging, ``utils/show_results.py`` for the breakdowns; its VLMEvalKit port
+``vlmeval/dataset/video_reasoning_bench.py`` reads the same fields). One JSON object per
+demonstration type (``hrd``, ``file_sys``, ``cup``, ``grid``, ``card``, ``chip``), under
+``questions/`` or the dataset root: ``{"<key>": {"video" (``videos/<demo>/<name>.mp4``),
+"question" (the full prompt, asking for the answer after 'Final Answer:'), "answer", "dim",
+"visible_time", "num_state", "num_operation", ...}}`` (a list or JSONL export of the Hub's
+``<demo>/test-*.parquet`` with an ``id`` per row works too). Item ids are ``<demo>_<key>``.
+
+Scoring: the text after "Final Answer" (for tag-style responses, the ``<answer>`` span)
+goes to the LLM judge against ``answer`` (rule-based fallback: a normalised exact match);
+a response with neither scores 0 without a judge call, as in the official scorer.
+``prediction_operation`` questions ship no reference answer: officially they are scored by
+replaying the predicted operations in a puzzle simulator, which is not implemented, so they
+are skipped and the report says how many. Accuracy overall and per ``dim`` (``order_state`` and ``counting_state`` merged into
+``infer_state`` as ``show_results.py`` does), per level (1 recall, 2 infer, 3 predict), per
+demo and per number of operations (5-9, 10-14).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Any
 
 from easyvideor1.eval.benchmarks.base import (
     Benchmark,
     field,
-    find_file,
-    find_video,
     read_records,
     register,
-    require_answer,
 )
-from easyvideor1.eval.types import EvalItem
+from easyvideor1.eval.benchmarks.common import score_open
+from easyvideor1.eval.types import AnnotationError, EvalItem, ItemScore
+
+DEMOS = ("hrd", "file_sys", "cup", "grid", "card", "chip")
+LEVELS = {
+    "order_operation": 1,
+    "counting_operation": 1,
+    "infer_state": 2,
+    "comparison_state": 2,
+    "prediction_state": 3,
+    "prediction_operation": 3,
+}
+MERGED_DIMS = {"order_state": "infer_state", "counting_state": "infer_state"}
+_FINAL = re.compile(r"Final Answer\s*[:：]?\s*(.*?)\s*$", re.DOTALL | re.IGNORECASE)
+_THINK_END = "\u25c1/think\u25b7"  # Kimi-VL's end-of-thinking marker, dropped as the official scorer does
+
+
+def final_answer(response: str) -> str | None:
+    """The text after the last "Final Answer" (``None`` when the response has none)."""
+    if _THINK_END in response:
+        response = response.split(_THINK_END, 1)[1]
+    at = response.lower().rfind("final answer")
+    if at < 0:
+        return None
+    match = _FINAL.match(response[at:])
+    return match.group(1) if match else None
+
+
+def _operations_bucket(count: Any) -> str | None:
+    if not isinstance(count, int | float) or isinstance(count, bool):
+        return None
+    if 5 <= count < 10:
+        return "5-9"
+    return "10-14" if 10 <= count < 15 else str(int(count))
 
 
 @register
 class VideoReasonBench(Benchmark):
     name = "videoreasonbench"
     title = "VideoReasonBench"
-    category_fields = ("skill", "level")
-    video_defaults = {"fps": 2.0, "max_frames": 64}
+    category_fields = ("dim", "level", "demo", "num_operation")
+    video_defaults = {"fps": 1.0, "max_frames": 128}
     needs_judge = True
-    annotation = "videoreasonbench.json(l); videos videos/<video>"
+    annotation = "questions/<demo>.json (hrd, file_sys, cup, grid, card, chip); videos videos/<demo>/<name>.mp4"
 
     def load(self, root: Path) -> list[EvalItem]:
-        path = find_file(root, ("videoreasonbench.jsonl", "videoreasonbench.json", "*.jsonl", "*.json"),
-                         "VideoReasonBench annotation")
-        items = []
-        for where, row in read_records(path):
-            items.append(EvalItem(
-                benchmark=self.name, id=str(field(row, "id", path, where, (str, int))),
-                question=field(row, "question", path, where), problem_type="open-ended",
-                answer=str(require_answer(row, ("answer",), path, where)),
-                videos=(find_video(root, ("videos", ""), field(row, ("video", "video_path"), path, where)),),
-                categories={"skill": row.get("skill") or row.get("dim"), "level": row.get("level")},
-                source=f"{path}:{where}",
-            ))
+        files = []
+        for demo in DEMOS:
+            for folder in ("questions", ""):
+                path = root / folder / f"{demo}.json" if folder else root / f"{demo}.json"
+                if path.is_file():
+                    files.append((demo, path))
+                    break
+        if not files:
+            raise AnnotationError(
+                str(root), None, None,
+                "no VideoReasonBench annotation found (looked for questions/<demo>.json and <demo>.json "
+                f"for demo in {', '.join(DEMOS)})",
+            )
+        items, skipped = [], 0
+        for demo, path in files:
+            for where, row in read_records(path):
+                key = field(row, ("__key__", "id"), path, where, (str, int), default=None)
+                key = where.split()[-1] if key is None else key
+                dim = field(row, "dim", path, where)
+                answer = field(row, "answer", path, where, (str, int, float), default="", allow_empty=True)
+                if str(answer).strip() == "":
+                    if dim != "prediction_operation":
+                        raise AnnotationError(str(path), where, "answer", "missing ground-truth answer")
+                    skipped += 1
+                    continue
+                dim = MERGED_DIMS.get(dim, dim)
+                items.append(
+                    EvalItem(
+                        benchmark=self.name,
+                        id=f"{demo}_{key}",
+                        question=field(row, "question", path, where),
+                        problem_type="open-ended",
+                        answer=str(answer).strip(),
+                        videos=(_video(root, field(row, "video", path, where)),),
+                        categories={
+                            "dim": dim,
+                            "level": LEVELS.get(dim),
+                            "demo": demo,
+                            "num_operation": _operations_bucket(row.get("num_operation")),
+                        },
+                        meta={"visible_time": row.get("visible_time"), "num_state": row.get("num_state")},
+                        source=f"{path}:{where}",
+                    )
+                )
+        if skipped:
+            self.load_notes.append(
+                f"{skipped} prediction_operation question(s) not evaluated: they have no reference answer "
+                "and are officially scored by simulating the predicted operations (not implemented)"
+            )
         return items
+
+    def answer_hint(self, item: EvalItem, metas: Any) -> str | None:
+        return "Give the final answer after 'Final Answer:'."  # what the release's questions ask for
+
+    def score(self, item: EvalItem, response: str, ctx: Any, metas=()) -> ItemScore:
+        answer = final_answer(response)
+        if answer is None and "<answer>" in response:
+            return score_open(item, response, ctx)  # tag-style responses: the <answer> span
+        if answer is None or not answer.strip():
+            # The official scorer gives 0 without a judge call when there is no final answer.
+            return ItemScore({"accuracy": 0.0}, None, {"final_answer": answer}, scoring="rule")
+        return score_open(item, f"<answer>{answer}</answer>", ctx)
+
+
+def _video(root: Path, video: str) -> str:
+    relative = video.strip().lstrip("./")
+    for candidate in (root / relative, root / "videos" / relative):
+        if candidate.is_file():
+            return str(candidate)
+    return str(root / relative)
