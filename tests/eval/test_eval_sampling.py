@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
-from eval_fixtures import small_config
+from eval_fixtures import SIZE, small_config
 
 from easyvideor1.errors import ConfigError
 from easyvideor1.eval import run_eval
@@ -55,3 +60,26 @@ def test_seeded_sampling_reproducible_across_concurrency(bench_fixtures, tiny_mo
     assert {k: r["response"] for k, r in records.items()} == {k: r["response"] for k, r in again.items()}
     assert len({r["seed"] for r in records.values()}) == len(records)  # one seed per item
     assert len({r["response"] for r in records.values()}) > 1
+
+
+def test_cli_sampled_run_starts_an_engine_that_survives(bench_fixtures, tiny_model, tmp_path):
+    """``evr1 eval --temperature 1 --top-k 20 --seed 3`` starts its own engine (chunked prefill
+    off on CPU) and finishes every item: the path a user takes, in a child process."""
+    root, counts = bench_fixtures
+    out = tmp_path / "run"
+    small = ["--fps", "2", "--min-frames", "2", "--max-frames", "4", "--min-pixels", str(28 * 28),
+             "--max-pixels", str(SIZE * SIZE), "--image-min-pixels", str(28 * 28),
+             "--image-max-pixels", str(SIZE * SIZE)]
+    command = [sys.executable, "-m", "easyvideor1.cli.main", "eval", "--model", tiny_model,
+               "--benchmarks", "videomme,mvbench", "--data-root", str(root), "--out", str(out),
+               "--temperature", "1", "--top-k", "20", "--seed", "3", "--max-tokens", "8",
+               "--max-in-flight", "8", "--io-workers", "2", "--max-model-len", "2048", "--no-progress", *small]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=400,
+                          env={**os.environ, "EVR1_LOG_LEVEL": "WARNING"})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    settings = json.loads((out / "run.json").read_text())
+    assert settings["sampling"]["top_k"] == 20 and settings["sampling"]["temperature"] == 1.0
+    assert settings["engine_args"]["enable_chunked_prefill"] is False
+    records = read_results(out / "results.jsonl")
+    assert len(records) == counts["videomme"] + counts["mvbench"]
+    assert all(r["status"] == "ok" and r["seed"] is not None for r in records)

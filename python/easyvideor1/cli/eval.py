@@ -44,7 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     gen.add_argument("--max-tokens", type=int, default=512)
     gen.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     gen.add_argument("--top-p", type=float, default=1.0)
-    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--top-k", type=int, default=0, help="0 = off (e.g. 20 for Qwen3-VL thinking models)")
+    gen.add_argument("--seed", type=int, default=0, help="with --temperature > 0, each item's seed derives from it")
     gen.add_argument(
         "--prompt-style",
         choices=("direct", "reasoning"),
@@ -131,7 +132,8 @@ def _run(args: argparse.Namespace) -> int:
         },
         image={"min_pixels": args.image_min_pixels, "max_pixels": args.image_max_pixels},
         sampling=SamplingConfig(
-            max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p, seed=args.seed
+            max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
+            seed=args.seed
         ),
         prompt_style=args.prompt_style,
         request_timeout_s=args.timeout,
