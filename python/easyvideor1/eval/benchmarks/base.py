@@ -99,6 +99,23 @@ class Benchmark:
     def load(self, root: Path) -> list[EvalItem]:
         raise EvalError(f"benchmark {self.name!r} does not define how to load its annotations")
 
+    def choice_item(self, row: dict[str, Any], path: Path, where: Any, options: tuple[str, ...],
+                    videos: tuple[str, ...], categories: dict[str, Any], **extra: Any) -> EvalItem:
+        """A multiple-choice item from a row with ``question_id``, ``question`` and ``answer``
+        (a letter, an index or the option's text), as several releases lay them out."""
+        return EvalItem(
+            benchmark=self.name,
+            id=str(field(row, "question_id", path, where, (str, int))),
+            question=field(row, "question", path, where),
+            options=options,
+            problem_type="multiple choice",
+            answer=answer_letter(field(row, "answer", path, where), options, path, where),
+            videos=videos,
+            categories=categories,
+            source=f"{path}:{where}",
+            **extra,
+        )
+
     # The methods below have working defaults in common.py; adapters override what differs.
     def prompt(self, item: EvalItem, metas: Sequence[VideoMetadata], style: str, renderer: Any = None) -> str:
         from easyvideor1.eval.benchmarks.common import default_prompt

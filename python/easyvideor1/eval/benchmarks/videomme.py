@@ -13,7 +13,6 @@ from pathlib import Path
 
 from easyvideor1.eval.benchmarks.base import (
     Benchmark,
-    answer_letter,
     field,
     find_file,
     find_video,
@@ -43,16 +42,9 @@ class VideoMME(Benchmark):
             options = letter_options(field(row, "options", path, where, list), path, where)
             video = field(row, ("videoID", "video_id"), path, where)
             items.append(
-                EvalItem(
-                    benchmark=self.name,
-                    id=str(field(row, "question_id", path, where, (str, int))),
-                    question=field(row, "question", path, where),
-                    options=options,
-                    problem_type="multiple choice",
-                    answer=answer_letter(field(row, "answer", path, where), options, path, where),
-                    videos=(find_video(root, ("data", "videos", ""), video),),
-                    categories={k: row.get(k) for k in self.category_fields},
-                    source=f"{path}:{where}",
+                self.choice_item(
+                    row, path, where, options, (find_video(root, ("data", "videos", ""), video),),
+                    {k: row.get(k) for k in self.category_fields},
                 )
             )
         return items

@@ -32,7 +32,6 @@ from typing import Any
 
 from easyvideor1.eval.benchmarks.base import (
     Benchmark,
-    answer_letter,
     field,
     find_file,
     find_video,
@@ -131,17 +130,10 @@ class VideoMMEv2(Benchmark):
             for where, row in members:
                 options = _options(row, path, where)
                 items.append(
-                    EvalItem(
-                        benchmark=self.name,
-                        id=str(field(row, "question_id", path, where, (str, int))),
-                        question=field(row, "question", path, where),
-                        options=options,
-                        problem_type="multiple choice",
-                        answer=answer_letter(field(row, "answer", path, where), options, path, where),
-                        videos=(find_video(root, ("data", "videos", ""), video),),
-                        categories={"group_type": group["group_type"], **{k: group[k] for k in GROUP_FIELDS}},
+                    self.choice_item(
+                        row, path, where, options, (find_video(root, ("data", "videos", ""), video),),
+                        {"group_type": group["group_type"], **{k: group[k] for k in GROUP_FIELDS}},
                         meta={"group": video, "structure": group["structure"]},
-                        source=f"{path}:{where}",
                     )
                 )
         return items
