@@ -124,3 +124,34 @@ def png_bytes(height: int, width: int) -> bytes:
     buffer = io.BytesIO()
     Image.fromarray(np.zeros((height, width, 3), dtype=np.uint8)).save(buffer, format="PNG")
     return buffer.getvalue()
+
+
+def make_gop_video(path: Path, count: int = 120, fps: float = 30, keyint: int = 10, bframes: int = 2,
+                   start_frame: int = 0, codec: str = "libx264", open_gop: bool = False, height: int = 48,
+                   width: int = 64) -> Path:
+    """A constant-rate video with a chosen keyframe interval and B-frames (pts != dts).
+
+    ``start_frame`` > 0 gives a stream whose first PTS is ``start_frame`` frame intervals
+    (an MP4 edit list or Matroska timestamps); the container follows the suffix.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frames = moving_frames(count, height, width)
+    rate = Fraction(fps).limit_denominator(1001)
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream(codec, rate=rate)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        if codec == "libx264":
+            params = f"keyint={keyint}:min-keyint={keyint}:scenecut=0:bframes={bframes}"
+            stream.options = {"preset": "veryfast", "x264-params": params + (":open-gop=1" if open_gop else "")}
+        elif codec == "libx265":
+            stream.options = {"x265-params": f"keyint={keyint}:min-keyint={keyint}:bframes={bframes}:log-level=error"}
+        else:
+            stream.options = {"g": str(keyint)}
+        for i, rgb in enumerate(frames):
+            frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
+            frame.pts, frame.time_base = start_frame + i, 1 / rate
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return path

@@ -17,12 +17,24 @@ Strategy (one pass in the common case):
 
 Timestamps come from each frame's PTS (seconds from the stream start), so they are right
 for variable-frame-rate video; indices are positions in the presentation-order sequence.
+The second pass of step 4 stops after the last frame it keeps: the first one measured all.
 
 A clip window (``VideoParams.start_s``/``end_s``) restricts sampling to the frames shown
 inside it, clamped to the video's end. Before decoding, frame times are estimated as
 ``index / fps``; the pass measures every frame's PTS, and when the window's true frames
 differ from the estimate (variable frame rate, a lying header) step 4 re-samples and
 decodes again. Indices and timestamps stay those of the whole source video.
+
+A clip first tries the exact shortcut of ``seek.py``: a demux-only pass gives every frame's
+PTS and duration (so the window, the indices, the count and the duration of the whole video,
+without decoding), then the decode seeks to the random-access keyframe at or before the
+window's first frame (when that skips at least ``SEEK_MIN_SKIP_S``) and stops after its
+last frame. Every frame it decodes is checked against the packet table; when the table
+cannot be trusted or a check fails, the full decode above runs instead, so the result is
+always the full decode's (frames, indices, timestamps, metadata). ``DECODE_STATS`` counts
+frames decoded, seeks and the reasons for falling back. The full decode cannot stop at a
+window's end itself: the whole video's count, duration and frame times come from it.
+
 Rotation (display matrix, else the legacy ``rotate`` tag) is applied to the output frames;
 ``VideoMetadata.rotation`` is the clockwise angle applied and the source size is the
 displayed (rotated) one, which is the frame that bounding-box annotations refer to.
@@ -30,8 +42,12 @@ displayed (rotated) one, which is the frame that bounding-box annotations refer 
 
 from __future__ import annotations
 
+import bisect
+import logging
 import math
 import os
+import threading
+from collections import Counter
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -40,9 +56,11 @@ import numpy as np
 from av.video.reformatter import Interpolation
 
 from easyvideor1.errors import MediaDecodeError, MediaTooLargeError
+from easyvideor1.logging import event, get_logger
 from easyvideor1.video.files import check_media_file
 from easyvideor1.video.metadata import VideoMetadata, VideoParams
 from easyvideor1.video.sampling import sample_frame_indices, sample_window_indices, smart_resize
+from easyvideor1.video.seek import SEEK_MIN_SKIP_S, PacketTable, scan_packets
 
 DECODER_NAME = f"pyav-{av.__version__}"
 # Bit-exact swscale: the same frames on every CPU, so a cache built on one machine equals
@@ -51,6 +69,27 @@ _INTERPOLATION = Interpolation.BICUBIC | Interpolation.BITEXACT | Interpolation.
 # A decode may come up short by a few frames (edit lists, a damaged last packet); more than
 # this is a truncated or corrupt file.
 _MISSING_FRAMES_TOLERANCE = 0.05
+
+_log = get_logger("video.decode")
+# Process-wide counts (tests, benchmarks, debugging): "frames_decoded", "full_passes",
+# "clip_passes", "seeks", "fallback: <reason>". Read them with decode_stats().
+DECODE_STATS: Counter[str] = Counter()
+_STATS_LOCK = threading.Lock()
+
+
+def decode_stats() -> dict[str, int]:
+    with _STATS_LOCK:
+        return dict(DECODE_STATS)
+
+
+def reset_decode_stats() -> None:
+    with _STATS_LOCK:
+        DECODE_STATS.clear()
+
+
+def _count(key: str, amount: int = 1) -> None:
+    with _STATS_LOCK:
+        DECODE_STATS[key] += amount
 
 
 @dataclass
@@ -65,22 +104,30 @@ class _Header:
     codec: str
 
 
-def decode_video(path: str | os.PathLike, params: VideoParams) -> tuple[np.ndarray, VideoMetadata]:
+def decode_video(path: str | os.PathLike, params: VideoParams, *,
+                 seek: bool = True) -> tuple[np.ndarray, VideoMetadata]:
     """Frames ``(T, H, W, 3)`` uint8 RGB (read-only) and their metadata.
 
-    Raises ``MediaMissingError``, ``MediaDecodeError`` or ``MediaTooLargeError``, each naming
-    the file and the reason.
+    ``seek=False`` never takes the clip shortcut (the reference path: the result is the
+    same, only slower). Raises ``MediaMissingError``, ``MediaDecodeError`` or
+    ``MediaTooLargeError``, each naming the file and the reason.
     """
     path = os.fspath(path)
     check_media_file(path)
     header = _read_header(path, params)
+    if seek and params.has_window:
+        clip = _decode_clip(path, params, header)
+        if not isinstance(clip, str):
+            return clip
+        _count(f"fallback: {clip}")
+        event(_log, "clip_full_decode", level=logging.DEBUG, path=path, reason=clip)
     total = header.total_frames or _count_packets(path)
     if total <= 0:
         raise MediaDecodeError(path, "the video stream has no frames")
     fps = _consistent_fps(header.source_fps, total, header.duration, params)
     estimated = [i / fps for i in range(total)] if params.has_window else []
     indices, _ = _sample(path, params, total, fps, estimated, header.duration, measured=False)
-    result = _decode_pass(path, params, header, indices)
+    result = _decode_pass(path, params, header, indices, measure=True)
     decoded = result.decoded
     if decoded < total * (1 - _MISSING_FRAMES_TOLERANCE) and total - decoded > 2:
         detail = f" ({result.error})" if result.error else ""
@@ -92,10 +139,14 @@ def decode_video(path: str | os.PathLike, params: VideoParams) -> tuple[np.ndarr
     true_indices, clip = _sample(path, params, decoded, fps, result.all_times, duration, measured=True)
     if true_indices != indices or not result.complete:
         indices = true_indices
-        result = _decode_pass(path, params, header, indices)
+        result = _decode_pass(path, params, header, indices, measure=False)
         if not result.complete:
             raise MediaDecodeError(path, f"frames changed between two decodes ({decoded} then {result.decoded})")
-    total = decoded
+    return _finish(header, params, fps, decoded, duration, indices, clip, result)
+
+
+def _finish(header: _Header, params: VideoParams, fps: float, total: int, duration: float, indices: list[int],
+            clip: tuple[float, float] | None, result: _PassResult) -> tuple[np.ndarray, VideoMetadata]:
     frames = result.frames
     frames.setflags(write=False)
     metadata = VideoMetadata(
@@ -115,6 +166,42 @@ def decode_video(path: str | os.PathLike, params: VideoParams) -> tuple[np.ndarr
         extra={"codec": header.codec, "padded_frames": len(indices) - len(set(indices))},
     )
     return frames, metadata
+
+
+def _decode_clip(path: str, params: VideoParams, header: _Header) -> tuple[np.ndarray, VideoMetadata] | str:
+    """The full decode's result for a clip from the packet table and a partial decode, or
+    the reason the full decode must run instead (every doubt falls back, errors included:
+    the full decode raises them with their true detail)."""
+    try:
+        with _open(path) as container:
+            table = scan_packets(container, _video_stream(path, container), header.start_pts)
+    except (MediaDecodeError, av.error.FFmpegError):
+        return "unreadable packets"
+    if isinstance(table, str):
+        return table
+    total = table.count
+    if header.total_frames and header.total_frames != total:
+        return "the container's frame count disagrees with its packets"
+    # Exactly the full decode's arithmetic, on the same integers.
+    times = [_pts_seconds(pts, header.start_pts, header.time_base) for pts in table.pts]
+    end_time = 0.0
+    for seconds, ticks in zip(times, table.durations):
+        end_time = max(end_time, _frame_end(seconds, ticks, header.time_base))
+    if times[-1] > params.max_duration_s:
+        return "longer than max_duration_s"
+    duration = end_time if end_time > 0 else header.duration
+    fps = _consistent_fps(header.source_fps, total, duration, params)
+    try:
+        indices, clip = _sample(path, params, total, fps, times, duration, measured=True)
+        result = _clip_pass(path, params, header, table, times, indices)
+    except MediaDecodeError:
+        return "refused"
+    except av.error.FFmpegError:
+        return "decode error"
+    if isinstance(result, str):
+        return result
+    result.end_time = end_time
+    return _finish(header, params, fps, total, duration, indices, clip, result)
 
 
 def _sample(path: str, params: VideoParams, total: int, fps: float, times: list[float], duration: float, *,
@@ -236,7 +323,10 @@ class _PassResult:
     complete: bool  # every wanted index was decoded
 
 
-def _decode_pass(path: str, params: VideoParams, header: _Header, indices: list[int]) -> _PassResult:
+def _decode_pass(path: str, params: VideoParams, header: _Header, indices: list[int], *,
+                 measure: bool) -> _PassResult:
+    """Decode from the start, keeping ``indices``; ``measure``: decode to the end (every
+    frame's time, the count, the end time), else stop after the last index kept."""
     wanted = sorted(set(indices))
     slot_of = {index: slot for slot, index in enumerate(wanted)}
     kept: np.ndarray | None = None
@@ -257,10 +347,9 @@ def _decode_pass(path: str, params: VideoParams, header: _Header, indices: list[
                 pts = frame.pts if frame.pts is not None else frame.dts
                 if origin is None:
                     origin = pts if pts is not None else 0
-                seconds = float((pts - origin) * header.time_base) if pts is not None else index / (
+                seconds = _pts_seconds(pts, origin, header.time_base) if pts is not None else index / (
                     header.source_fps or params.fps)
-                step = float(frame.duration * header.time_base) if frame.duration else 0.0
-                end_time = max(end_time, seconds + step)
+                end_time = max(end_time, _frame_end(seconds, frame.duration, header.time_base))
                 all_times.append(seconds)
                 if seconds > params.max_duration_s:
                     raise MediaTooLargeError(path, f"duration exceeds max_duration_s={params.max_duration_s} "
@@ -274,8 +363,13 @@ def _decode_pass(path: str, params: VideoParams, header: _Header, indices: list[
                 if slot is not None:
                     kept[slot] = _to_rgb(frame, kept.shape[1], kept.shape[2], rotation)
                     kept_times[slot] = seconds
+                if not measure and index >= last_wanted:
+                    break
         except av.error.FFmpegError as exc:
             error = _ffmpeg_reason(exc)
+        finally:
+            _count("full_passes")
+            _count("frames_decoded", decoded)
     if kept is None or decoded == 0:
         detail = f": {error}" if error else ""
         raise MediaDecodeError(path, f"no decodable video frames{detail}")
@@ -286,6 +380,78 @@ def _decode_pass(path: str, params: VideoParams, header: _Header, indices: list[
     frames = kept if order == list(range(len(wanted))) else kept[order]
     times = [kept_times[s] for s in order]
     return _PassResult(frames, times, all_times, decoded, end_time, rotation, display[0], display[1], error, True)
+
+
+def _clip_pass(path: str, params: VideoParams, header: _Header, table: PacketTable, times: list[float],
+               indices: list[int]) -> _PassResult | str:
+    """Decode only what ``indices`` need: the first frame (rotation and size come from it, as
+    in a full decode), then from the keyframe at or before the first index (a seek) or on
+    from the start, up to the last index. Every frame at or after the keyframe must be the
+    table's next one, with its packet's PTS and duration; else the reason is returned."""
+    wanted = sorted(set(indices))
+    slot_of = {index: slot for slot, index in enumerate(wanted)}
+    kept_times = [0.0] * len(wanted)
+    last_wanted = wanted[-1]
+    point = table.seek_point(wanted[0], bisect.bisect_left(times, SEEK_MIN_SKIP_S))
+    decoded = 0
+    with _open(path) as container:
+        stream = _video_stream(path, container)
+        stream.thread_type = "AUTO"
+        try:
+            frames = container.decode(stream)
+            first = next(frames, None)
+            if first is None or first.pts != table.pts[0] or (first.duration or 0) != table.durations[0]:
+                return "the first frame is not the first packet's"
+            decoded = 1
+            rotation = _clockwise_rotation(first, stream)
+            display = _displayed_size(first.height, first.width, rotation)
+            kept = np.empty((len(wanted), *_target_size(path, display, params), 3), dtype=np.uint8)
+            if 0 in slot_of:
+                kept[slot_of[0]] = _to_rgb(first, kept.shape[1], kept.shape[2], rotation)
+            expect, skip_below = 1, None  # the index the next frame must have
+            if point is not None:
+                frames.close()
+                container.seek(point[1], backward=True, any_frame=False, stream=stream)
+                _count("seeks")
+                frames = container.decode(stream)
+                expect, skip_below = point[0], table.pts[point[0]]
+            start = expect
+            for frame in frames if expect <= last_wanted else ():
+                decoded += 1
+                pts = frame.pts
+                if skip_below is not None and expect == start and pts is not None and pts < skip_below:
+                    continue  # before the keyframe (the seek landed earlier) or its leading pictures
+                if pts is None or table.rank.get(pts) != expect:
+                    return "decoded frames do not follow the packet table"  # a late seek, a lost frame
+                if (frame.duration or 0) != table.durations[expect]:
+                    return "a frame's duration is not its packet's"
+                slot = slot_of.get(expect)
+                if slot is not None:
+                    kept[slot] = _to_rgb(frame, kept.shape[1], kept.shape[2], rotation)
+                    kept_times[slot] = times[expect]
+                expect += 1
+                if expect > last_wanted:
+                    break
+            if expect <= last_wanted:
+                return "the decode ended before the window's last frame"
+        finally:
+            _count("clip_passes")
+            _count("frames_decoded", decoded)
+    order = [slot_of[i] for i in indices]
+    frames_out = kept if order == list(range(len(wanted))) else kept[order]
+    return _PassResult(frames_out, [kept_times[s] for s in order], times, table.count, 0.0, rotation, display[0],
+                       display[1], None, True)
+
+
+def _pts_seconds(pts: int, origin: int, time_base: Fraction) -> float:
+    # Integer true division rounds correctly, as float(Fraction) does (it divides the same
+    # rational), without building a Fraction per frame.
+    return (pts - origin) * time_base.numerator / time_base.denominator
+
+
+def _frame_end(seconds: float, duration: int | None, time_base: Fraction) -> float:
+    """When a frame stops being shown (its start when the stream gives no duration)."""
+    return seconds + (duration * time_base.numerator / time_base.denominator if duration else 0.0)
 
 
 def _clockwise_rotation(frame: av.VideoFrame, stream: av.video.stream.VideoStream) -> int:
