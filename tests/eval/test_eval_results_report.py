@@ -74,6 +74,23 @@ def test_resume_with_other_settings_is_refused(tmp_path):
     assert settings_differences(SETTINGS, concurrency_only) == []
 
 
+def test_resume_across_adapter_protocol_versions_is_refused(tmp_path):
+    """A run recorded before an adapter changed (no version stored: version 1) is not
+    resumed into by the changed adapter; an unchanged adapter's old run still is."""
+    unversioned = json.loads(json.dumps(SETTINGS))
+    current = json.loads(json.dumps(SETTINGS))
+    current["benchmarks"]["videomme"]["protocol_version"] = get_benchmark("videomme").protocol_version
+    assert settings_differences(unversioned, current) == []
+    unversioned["benchmarks"]["mvbench"] = {"video": {}, "image": {}}
+    current["benchmarks"]["mvbench"] = {"video": {}, "image": {},
+                                        "protocol_version": get_benchmark("mvbench").protocol_version}
+    assert settings_differences(unversioned, current) == ["benchmarks.mvbench.protocol_version: 1 -> 2"]
+    with ResultsLog(tmp_path, unversioned, resume=False):
+        pass
+    with pytest.raises(EvalError, match=r"mvbench\.protocol_version: 1 -> 2"):
+        ResultsLog(tmp_path, current, resume=True)
+
+
 def test_one_run_per_output_folder(tmp_path):
     with ResultsLog(tmp_path, SETTINGS, resume=False):
         with pytest.raises(EvalError, match="in use by another evaluation run"):

@@ -73,7 +73,8 @@ def _comparable(settings: dict[str, Any]) -> dict[str, Any]:
     if isinstance(out["engine_args"], dict):  # concurrency does not change greedy results
         out["engine_args"] = {k: v for k, v in out["engine_args"].items() if k != "max_num_seqs"}
     out["benchmarks"] = {
-        name: {"video": b.get("video"), "image": b.get("image")}
+        # Runs recorded before adapters carried a version were made with version 1.
+        name: {"video": b.get("video"), "image": b.get("image"), "protocol_version": b.get("protocol_version", 1)}
         for name, b in (settings.get("benchmarks") or {}).items()
     }
     return out

@@ -112,6 +112,7 @@ def build_plans(config: EvalConfig, factor: int) -> tuple[list[BenchPlan], dict[
             "video": params.as_dict(),
             "image": image.as_dict(),
             "annotation": bench.annotation,
+            "protocol_version": bench.protocol_version,
         }
     return plans, per_bench
 

@@ -91,6 +91,9 @@ class Benchmark:
     video_defaults: dict[str, Any] = {}
     needs_judge: bool = False
     annotation: str = ""  # the files this adapter reads, for docs and error messages
+    # Bumped whenever the adapter's items, prompts or scoring change: a run recorded with
+    # another version is not resumed into (its records would mix two protocols).
+    protocol_version: int = 1
 
     def __init__(self) -> None:
         # What loading had to say that the report must show (skipped unlabelled rows, ...).

@@ -58,6 +58,7 @@ def _time_forms(value: float) -> list[str]:
 @register
 class LiveSports3KQA(Benchmark):
     name = "livesports3k_qa"
+    protocol_version = 2  # release format / clip windows (2026-11)
     title = "LiveSports-3K-QA"
     category_fields = ("q_type", "ocr")
     video_defaults = {"fps": 2.0, "max_frames": 64}

@@ -70,6 +70,7 @@ def split_problem(problem: str) -> tuple[str, tuple[str, ...] | None]:
 @register
 class LongVideoReason(Benchmark):
     name = "longvideo_reason"
+    protocol_version = 2  # release format / clip windows (2026-11)
     title = "LongVideo-Reason"
     category_fields = ("problem_type",)
     video_defaults = {"fps": 1.0, "max_frames": 64}

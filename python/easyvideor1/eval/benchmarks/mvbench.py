@@ -38,6 +38,7 @@ from easyvideor1.eval.types import AnnotationError, EvalItem
 @register
 class MVBench(Benchmark):
     name = "mvbench"
+    protocol_version = 2  # release format / clip windows (2026-11)
     title = "MVBench"
     category_fields = ("task",)
     video_defaults = {"fps": 2.0, "max_frames": 16, "min_frames": 16}

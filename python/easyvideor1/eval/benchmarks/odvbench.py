@@ -41,6 +41,7 @@ ANNOTATIONS = ("ODVbench.json", "ODVBench.json", "odvbench.json")
 @register
 class ODVBench(Benchmark):
     name = "odvbench"
+    protocol_version = 2  # release format / clip windows (2026-11)
     title = "ODV-Bench"
     category_fields = ("task", "subtask", "subsubtask")
     video_defaults = {"fps": 1.0, "max_frames": 32}

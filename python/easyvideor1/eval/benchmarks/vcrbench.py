@@ -83,6 +83,7 @@ def strip_option_block(question: str, options: tuple[str, ...]) -> str:
 @register
 class VCRBench(Benchmark):
     name = "vcrbench"
+    protocol_version = 2  # release format / clip windows (2026-11)
     title = "VCR-Bench"
     category_fields = ("dimension", "duration")
     video_defaults = {"fps": 1.0, "max_frames": 64}

@@ -75,6 +75,7 @@ def _find(root: Path, patterns: tuple[str, ...]) -> Path | None:
 @register
 class VideoMathQA(Benchmark):
     name = "videomathqa"
+    protocol_version = 2  # release format / clip windows (2026-11)
     title = "VideoMathQA"
     category_fields = ("category", "length", "mode")
     video_defaults = {"fps": 1.0, "max_frames": 64}

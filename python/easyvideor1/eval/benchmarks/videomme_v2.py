@@ -113,6 +113,7 @@ def _group_value(value: Any) -> Any:
 @register
 class VideoMMEv2(Benchmark):
     name = "videomme_v2"
+    protocol_version = 2  # release format / clip windows (2026-11)
     title = "Video-MME-v2"
     category_fields = ("group_type", "level", "second_head", "third_head")
     video_defaults = {"fps": 1.0, "max_frames": 64}

@@ -71,6 +71,7 @@ def _operations_bucket(count: Any) -> str | None:
 @register
 class VideoReasonBench(Benchmark):
     name = "videoreasonbench"
+    protocol_version = 2  # release format / clip windows (2026-11)
     title = "VideoReasonBench"
     category_fields = ("dim", "level", "demo", "num_operation")
     video_defaults = {"fps": 1.0, "max_frames": 128}
