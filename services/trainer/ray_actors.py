@@ -4,11 +4,13 @@
 ``gpus_per_rank`` GPUs) in one placement group, starts one :class:`RankActor` per bundle with
 ``RANK``/``WORLD_SIZE``/``MASTER_ADDR``/``MASTER_PORT`` set (rank 0's node and a free port
 there; gloo on CPU, NCCL on GPU through ``init_world``) and builds train/actor.py's ``Actor``
-in each. The driver puts the items in the object store once per call (``ray.put``) and every
-rank runs the same call on them: FSDP shards parameters, gradients and optimizer state across
-the ranks, and identical inputs keep every rank's sequence of collectives identical. Results
-(log-probs, metrics, weights) come from rank 0. A dead rank or a call that outlives
-``timeout_s`` raises :class:`RankError` naming the rank and the method.
+in each. FSDP shards parameters, gradients and optimizer state; the batch is split too
+(train/data_parallel.py): for log-probs the driver sends each rank its shard (balanced by
+tokens) and puts the rows it gets back in batch order; for an update it fixes the whole PPO
+schedule (``update_plan``) and sends each rank only the sequences of its share of every
+mini-batch. The actor pads the ranks to equal micro-batch counts, so their collectives stay in
+step. Update metrics (over all ranks), weights and checkpoints come from rank 0. A dead rank
+or a call that outlives ``timeout_s`` raises :class:`RankError` naming the rank and the method.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from easyvideor1.config.schema import RunConfig
-from easyvideor1.errors import EasyVideoR1Error
+from easyvideor1.errors import ConfigError, EasyVideoR1Error
 from easyvideor1.logging import event, get_logger
+from easyvideor1.train.data_parallel import RankShard, rank_view, shard_batch, update_plan
 
 log = get_logger("services.trainer")
 
@@ -73,11 +76,11 @@ class RankActor:
     def _main(self, value: Any) -> Any:
         return value if self.rank == 0 else None  # every rank computes it; one sends it back
 
-    def compute_log_probs(self, items: list, reference: bool) -> Any:
-        return self._main(self.actor.compute_log_probs(items, reference=reference))
+    def compute_log_probs_shard(self, items: list, filler: Any, reference: bool) -> list:
+        return self.actor.compute_log_probs_shard(items, filler=filler, reference=reference)
 
-    def update(self, items: list, seed: int) -> Any:
-        return self._main(self.actor.update(items, seed=seed))
+    def run_update(self, items: list, steps: list[RankShard]) -> Any:
+        return self._main(self.actor.run_update(items, steps))
 
     def full_state_dict(self) -> Any:
         return self._main(self.actor.full_state_dict())
@@ -108,6 +111,11 @@ class RayActorGroup:
         dist = cfg.distributed
         self.world_size = ranks or dist.train_ranks
         self.timeout_s = timeout_s
+        actor = cfg.worker.actor
+        if self.world_size > 1 and actor.fsdp.enable == "off":
+            # Nothing would average the ranks' gradients of their shards.
+            raise ConfigError("distributed.train_ranks > 1 needs FSDP: worker.actor.fsdp.enable must be auto or on")
+        self.ppo_epochs, self.mini_batch_size = actor.ppo_epochs, actor.mini_batch_size
         gpus = dist.gpus_per_rank
         if gpus is None:
             gpus = 1.0 if ray.cluster_resources().get("GPU", 0) >= self.world_size else 0.0
@@ -144,11 +152,31 @@ class RayActorGroup:
     def _all(self, method: str, *args: Any) -> Any:
         return self._get([getattr(rank, method).remote(*args) for rank in self.ranks], method)[0]
 
-    def compute_log_probs(self, items: Any, *, reference: bool = False) -> Any:
-        return self._all("compute_log_probs", ray.put(list(items)), reference)
+    def compute_log_probs(self, items: Any, *, reference: bool = False) -> list:
+        """Each rank forwards its shard; the rows come back in the order of ``items``."""
+        items = list(items)
+        shards = shard_batch([it.length for it in items], self.world_size)
+        # A rank's filler is its shortest sequence (the actor's default) unless it got none.
+        parts = self._get([rank.compute_log_probs_shard.remote([items[i] for i in s.indices],
+                                                                None if s.indices else items[s.filler], reference)
+                           for rank, s in zip(self.ranks, shards)], "compute_log_probs")
+        out: list = [None] * len(items)
+        for shard, rows in zip(shards, parts):
+            for index, row in zip(shard.indices, rows):
+                out[index] = row
+        return out
 
     def update(self, items: Any, *, seed: int) -> dict[str, float]:
-        return self._all("update", ray.put(list(items)), seed)
+        """The PPO schedule is fixed here; each rank gets the sequences of its share of it."""
+        items = list(items)
+        plan = update_plan([it.length for it in items], [it.uid for it in items], seed=seed,
+                           ppo_epochs=self.ppo_epochs, mini_batch_size=self.mini_batch_size,
+                           world_size=self.world_size)
+        refs = []
+        for r, rank in enumerate(self.ranks):
+            needed, steps = rank_view([step[r] for step in plan])
+            refs.append(rank.run_update.remote([items[i] for i in needed], steps))
+        return self._get(refs, "update")[0]
 
     def full_state_dict(self) -> dict[str, Any]:
         return self._all("full_state_dict")

@@ -95,6 +95,16 @@ def run_world(world_size: int, model_dir: Path, media: Path, out: Path, *, port:
     return torch.load(out / f"world{world_size}-{precision}{'-mixed' if mixed else ''}.pt", weights_only=True)
 
 
+def full_grads(actor) -> dict:
+    """The unsharded gradients (a collective under FSDP: every rank calls it)."""
+    grads = {}
+    for name, param in actor.model.named_parameters():
+        grad = param.grad
+        if grad is not None:
+            grads[name] = (grad.full_tensor() if hasattr(grad, "full_tensor") else grad).detach().float().cpu()
+    return grads
+
+
 def main() -> None:
     model_dir, media_dir, out_dir = sys.argv[1:4]
     from easyvideor1.config import load_config
@@ -120,19 +130,11 @@ def main() -> None:
         items = [items[0], items[1]] if world.rank == 0 else ([items[2], items[3]] if mixed else [items[2]])
     elif os.environ.get("EVR1_FSDP_MIXED") != "1":
         items = items[:3]
-    stats = actor._optimizer_step(items)
-    loss = torch.tensor([stats["actor/pg_loss"]], dtype=torch.float64, device=world.device)
-    if world.distributed:
-        torch.distributed.all_reduce(loss)
-    grads = {}
-    for name, param in actor.model.named_parameters():
-        grad = param.grad
-        if grad is None:
-            continue
-        grads[name] = (grad.full_tensor() if hasattr(grad, "full_tensor") else grad).detach().float().cpu()
+    stats = actor._optimizer_step(items)  # its metrics are over all ranks already
+    grads = full_grads(actor)
     if world.rank == 0:
         suffix = "-mixed" if os.environ.get("EVR1_FSDP_MIXED") == "1" else ""
-        torch.save({"loss": float(loss.item()), "grads": grads},
+        torch.save({"loss": stats["actor/pg_loss"], "grads": grads},
                    Path(out_dir) / f"world{world.world_size}-{precision}{suffix}.pt")
     if world.distributed:
         torch.distributed.barrier()

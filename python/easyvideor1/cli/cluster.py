@@ -61,11 +61,38 @@ def _load(root: Path) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
-def _http_ok(url: str) -> bool:
+def ray_auth_mode() -> str:
+    """The cluster's Ray authentication mode: the user's ``RAY_AUTH_MODE``, else ``disabled``.
+
+    Ray 2.60 left to itself turns token authentication on for ``ray start`` whenever a token
+    file exists (any earlier local ``ray.init()`` writes ``~/.ray/auth_token``), while clients
+    with the variable unset send no token: the cluster would then refuse its own services and
+    ``ray job submit``. So the mode is pinned for every process ``evr1 up`` starts. With
+    ``RAY_AUTH_MODE=token`` every client needs that variable too (and the token).
+    """
+    return os.environ.get("RAY_AUTH_MODE", "").strip().lower() or "disabled"
+
+
+def ray_auth_headers(mode: str) -> dict[str, str]:
+    """The bearer token the dashboard wants in token mode (Ray's own token sources, in its order)."""
+    if mode != "token":
+        return {}
+    token = os.environ.get("RAY_AUTH_TOKEN", "").strip()
+    if not token:
+        path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
+        with contextlib.suppress(OSError):
+            token = path.read_text().strip()
+    if not token:
+        raise ClusterError("RAY_AUTH_MODE=token but no token: set RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH, "
+                           "or run `ray get-auth-token --generate`")
+    return {"Authorization": f"Bearer {token}"}
+
+
+def _http_ok(url: str, headers: dict[str, str] | None = None) -> bool:
     import httpx
 
     with contextlib.suppress(httpx.HTTPError):
-        return httpx.get(url, timeout=3).status_code == 200
+        return httpx.get(url, timeout=3, headers=headers).status_code == 200
     return False
 
 
@@ -98,7 +125,7 @@ def _env(state: dict[str, Any]) -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # ray jobs run this python
     env.update({"RAY_USAGE_STATS_ENABLED": "0", "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1",
-                "EVR1_CLUSTER_FILE": str(Path(state["dir"]) / STATE_FILE)})
+                "EVR1_CLUSTER_FILE": str(Path(state["dir"]) / STATE_FILE), "RAY_AUTH_MODE": ray_auth_mode()})
     env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # one process per engine starts in seconds
     if "s3" in state:
         env.update({"EVR1_S3_ENDPOINT": state["s3"]["endpoint"], "AWS_ACCESS_KEY_ID": state["s3"]["access_key"],
@@ -165,7 +192,7 @@ def _start(state: dict[str, Any], path: Path, args: Any) -> None:
 
     _wait("redis", redis, lambda: port_open(redis_port), 30)
     _wait("SeaweedFS S3", s3, lambda: _s3_ready(state["s3"]), args.timeout)
-    _wait("Ray head", ray, lambda: _http_ok(f"{ray['dashboard']}/api/version"), args.timeout)
+    _wait("Ray head", ray, lambda: _http_ok(f"{ray['dashboard']}/api/version", ray_auth_headers(ray_auth_mode())), args.timeout)
 
     env = _env(state)
     fc_port, reward_port = free_port(), free_port()
@@ -255,7 +282,7 @@ def _health(name: str, record: dict) -> bool:
     if name == "s3":
         return port_open(record["port"])
     if name == "ray":
-        return _http_ok(f"{record['dashboard']}/api/version")
+        return _http_ok(f"{record['dashboard']}/api/version", ray_auth_headers(ray_auth_mode()))
     if name == "rollout":
         return _http_ok(f"{record['url']}/healthz")
     return _http_ok(f"{record['url']}/readyz")

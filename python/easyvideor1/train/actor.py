@@ -1,23 +1,23 @@
 """The policy (actor) and the optional reference model: log-probs and the PPO-style update.
 
-Micro-batches are cut by a token budget; every loss term is normalised by the token/sequence
-count of the whole mini-batch on all ranks (``global_tokens``/``global_seqs``), so gradient
-accumulation and data parallelism give the same update as one big batch.
+With FSDP over several ranks each rank forwards only its shard of the batch (split by tokens,
+train/data_parallel.py). Micro-batches are cut by a token budget; every rank runs as many as
+the busiest one (the others add zero-weight ones), and every loss term is normalised by the
+token/sequence count of the whole mini-batch on all ranks (``global_tokens``/``global_seqs``),
+so gradient accumulation and data parallelism give the same update as one big batch.
 """
 
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from easyvideor1.algos import aggregate_loss, compute_kl, compute_policy_loss, kl_full_from_logits
-from easyvideor1.algos.mix_policy import offline_loss_share
 from easyvideor1.algos.policy_loss import policy_loss_per_token
 from easyvideor1.config.schema import ActorConfig, AlgorithmConfig
 from easyvideor1.errors import ConfigError
@@ -25,8 +25,9 @@ from easyvideor1.models.checkpointing import keep_activations
 from easyvideor1.models.forward import ForwardBatch, collate_forward_batch, compute_log_probs
 from easyvideor1.models.inputs import PromptInputs
 from easyvideor1.models.packing import PackedBatch, pack_forward_batch, packed_log_probs
-from easyvideor1.train.batching import global_count, token_budget_microbatches
-from easyvideor1.train.distributed import World, all_reduce_mean, should_shard, vision_call_balance, wrap_fsdp
+from easyvideor1.train.batching import token_budget_microbatches
+from easyvideor1.train.data_parallel import DataParallel, RankShard, shard_batch, update_plan
+from easyvideor1.train.distributed import World, balanced_vision_calls, should_shard, wrap_fsdp
 from easyvideor1.train.schedule import build_scheduler
 
 
@@ -111,6 +112,10 @@ class Actor:
         self.sharded = should_shard(actor_cfg.fsdp, world)
         if self.sharded:
             wrap_fsdp(self.model, actor_cfg.fsdp, world)
+        # Without FSDP nothing synchronises gradients: every rank then trains on the whole batch.
+        rank, size = (world.rank, world.world_size) if self.sharded else (0, 1)
+        self.dp = DataParallel(rank, size, world.device)
+        self.last_log_prob_shard: dict[str, int] = {}  # what this rank forwarded in the last log-prob call
         if actor_cfg.padding_free and algo_cfg.kl.enable and algo_cfg.kl.kind == "full":
             raise ConfigError("algorithm.kl.kind=full needs padded batches: set worker.actor.padding_free=false")
         self.ref_model = None
@@ -143,21 +148,59 @@ class Actor:
 
     @torch.no_grad()
     def compute_log_probs(self, items: Sequence[TrainItem], *, reference: bool = False) -> list[torch.Tensor]:
-        """Per item, the log-probs of its response tokens under the policy (or the reference)."""
+        """Per item, the log-probs of its response tokens under the policy (or the reference).
+
+        Every rank passes the whole batch; each forwards its shard and all get every row back,
+        in the order of ``items``."""
+        if self.dp.size == 1:
+            return self.compute_log_probs_shard(items, reference=reference)
+        costs = [it.length for it in items]
+        self.dp.check_same_batch(costs, [it.uid for it in items])
+        mine = shard_batch(costs, self.dp.size)[self.dp.rank]
+        rows = self.compute_log_probs_shard([items[i] for i in mine.indices], filler=items[mine.filler],
+                                            reference=reference)
+        return self.dp.share_rows([len(it.response) for it in items], dict(zip(mine.indices, rows)))
+
+    @torch.no_grad()
+    def compute_log_probs_shard(self, items: Sequence[TrainItem], *, filler: TrainItem | None = None,
+                                reference: bool = False) -> list[torch.Tensor]:
+        """Log-probs of this rank's shard. Every rank runs as many forwards as the rank with the
+        most micro-batches: the others repeat ``filler`` (default: their shortest item) and drop
+        the result, so the FSDP all-gathers stay in step."""
         model = self.ref_model if reference else self.model
         if model is None:
             raise ValueError("no reference model: algorithm.kl.enable is false")
         was_training = model.training
         model.eval()
+        groups = self._micro_batches(items)
+        total = int(self.dp.gather([len(groups)])[:, 0].max())
+        padding = [self._filler(items, filler)] * (total - len(groups)) if total > len(groups) else []
         out: list[torch.Tensor | None] = [None] * len(items)
-        for group in self._micro_batches(items):
-            batch = self._collate([items[i] for i in group])
-            log_probs, _ = self._log_probs(model, self._to_device(batch), with_entropy=False)
-            for row, index in enumerate(group):
+        for members, indices in [([items[i] for i in g], g) for g in groups] + [([p], None) for p in padding]:
+            batch = self._to_device(self._collate(members))
+            with self._balanced(model, batch):
+                log_probs, _ = self._log_probs(model, batch, with_entropy=False)
+            for row, index in enumerate(indices or []):
                 out[index] = log_probs[row, : len(items[index].response)].detach().float().cpu()
+        self.last_log_prob_shard = {"sequences": len(items), "tokens": sum(it.length for it in items),
+                                    "micro_batches": len(groups), "padding_micro_batches": len(padding)}
         if was_training:
             model.train()
         return out  # type: ignore[return-value]
+
+    def _filler(self, items: Sequence[TrainItem], filler: TrainItem | None) -> TrainItem:
+        """The input of a padding micro-batch: a real sequence, with zero advantages so that its
+        (zero-weighted) loss stays finite."""
+        base = filler if filler is not None else (min(items, key=lambda it: it.length) if items else None)
+        if base is None:
+            raise ValueError("a rank without sequences needs a filler item for its padding micro-batches")
+        return replace(base, advantages=torch.zeros(len(base.response)))
+
+    def _balanced(self, model: Any, batch: ForwardBatch | PackedBatch) -> Any:
+        # Dummy vision calls first: every rank then makes the same sequence of calls (vision,
+        # vision, language model), whatever modalities its micro-batch holds.
+        return balanced_vision_calls(model, "pixel_values" in batch.visual, "pixel_values_videos" in batch.visual,
+                                     enabled=self.sharded)
 
     def _to_device(self, batch: ForwardBatch | PackedBatch) -> ForwardBatch | PackedBatch:
         device = self.world.device
@@ -175,107 +218,67 @@ class Actor:
 
     # ---- the update -----------------------------------------------------------------------
     def update(self, items: Sequence[TrainItem], *, seed: int) -> dict[str, float]:
-        """PPO epochs over shuffled mini-batches; one optimizer step per mini-batch."""
-        cfg = self.cfg
+        """PPO epochs over shuffled mini-batches; one optimizer step per mini-batch. Every rank
+        passes the whole batch and trains on its share of each mini-batch (data_parallel.py)."""
+        costs = [it.length for it in items]
+        uids = [it.uid for it in items]
+        self.dp.check_same_batch(costs, uids)
+        plan = update_plan(costs, uids, seed=seed, ppo_epochs=self.cfg.ppo_epochs,
+                           mini_batch_size=self.cfg.mini_batch_size, world_size=self.dp.size)
+        return self.run_update(items, [step[self.dp.rank] for step in plan])
+
+    def run_update(self, items: Sequence[TrainItem], steps: Sequence[RankShard]) -> dict[str, float]:
+        """This rank's part of an :func:`update_plan` (positions into ``items``), then the
+        scheduler step. Metrics are over all ranks: optimizer-step means, except the ``dp/``
+        counters (sums)."""
         self.model.train()
-        group_size = max(1, len(items) // max(1, len({it.uid for it in items})))
-        per_minibatch = cfg.mini_batch_size * group_size
         sums: dict[str, float] = {}
         counts: dict[str, int] = {}
-
-        def add(name: str, value: float) -> None:
-            sums[name] = sums.get(name, 0.0) + float(value)
-            counts[name] = counts.get(name, 0) + 1
-
-        rng = random.Random(seed)
         skipped = 0
-        for _epoch in range(cfg.ppo_epochs):
-            order = list(range(len(items)))
-            rng.shuffle(order)
-            for start in range(0, len(order), per_minibatch):
-                mini = [items[i] for i in order[start:start + per_minibatch]]
-                stats = self._optimizer_step(mini)
-                if stats.pop("skipped", 0.0):
-                    skipped += 1
-                for key, value in stats.items():
-                    add(key, value)
+        for step in steps:
+            stats = self._optimizer_step([items[i] for i in step.indices], filler=items[step.filler])
+            if stats.pop("skipped", 0.0):
+                skipped += 1
+            for key, value in stats.items():
+                sums[key] = sums.get(key, 0.0) + float(value)
+                counts[key] = counts.get(key, 0) + 1
         self.scheduler.step()
-        metrics = {k: sums[k] / counts[k] for k in sums}
-        metrics = all_reduce_mean(metrics, self.world)
+        metrics = {k: v if k.startswith("dp/") else v / counts[k] for k, v in sums.items()}
         metrics["actor/lr"] = self.scheduler.get_last_lr()[0]
         metrics["actor/skipped_updates"] = float(skipped)
         return metrics
 
-    def _optimizer_step(self, mini: Sequence[TrainItem]) -> dict[str, float]:
-        algo = self.algo
-        lengths = [len(it.response) for it in mini]
-        local_tokens = sum(lengths)
-        local_seqs = sum(1 for n in lengths if n > 0)
-        device = self.world.device
-        global_tokens = global_count(local_tokens, device)
-        global_seqs = global_count(local_seqs, device)
-        dp = self.world.world_size if self.sharded else 1
-        agg = {"global_tokens": global_tokens, "global_seqs": global_seqs,
-               "loss_scale_factor": self.max_response_length, "dp_size": dp}
+    def _optimizer_step(self, shard: Sequence[TrainItem], *, filler: TrainItem | None = None) -> dict[str, float]:
+        """One optimizer step; ``shard`` is this rank's part of the mini-batch.
+
+        Loss terms are normalised by the mini-batch's token/sequence counts over all ranks and
+        multiplied by the rank count (FSDP averages gradients), so the gradient equals one rank's
+        on the whole mini-batch. Ranks with fewer micro-batches run zero-weight ones."""
+        lengths = [len(it.response) for it in shard]
+        groups = self._micro_batches(shard)
+        rows = self.dp.gather([sum(lengths), sum(1 for n in lengths if n > 0), len(groups), len(shard),
+                               sum(it.length for it in shard)])
+        total = int(rows[:, 2].max())
+        agg = {"global_tokens": float(rows[:, 0].sum()), "global_seqs": float(rows[:, 1].sum()),
+               "loss_scale_factor": self.max_response_length, "dp_size": self.dp.size}
         self.optimizer.zero_grad(set_to_none=True)
-        stats: dict[str, float] = {}
-        weight_sum = 0.0
-        for group in self._micro_batches(mini):
-            members = [mini[i] for i in group]
-            batch = self._to_device(self._collate(members))
-            length = batch.response_length
-            mask = batch.response_mask.to(device)
-            old = _padded([m.old_log_probs for m in members], length, device)
-            adv = _padded([m.advantages for m in members], length, device)
-            # Dummy vision calls first: every rank then makes the same sequence of calls (vision,
-            # vision, language model), whatever modalities its micro-batch holds.
-            balance = vision_call_balance(self.model, "pixel_values" in batch.visual,
-                                          "pixel_values_videos" in batch.visual)
-            use_full_kl = algo.kl.enable and algo.kl.use_as == "loss" and algo.kl.kind == "full"
-            if use_full_kl:
-                logits = response_logits(self.model, batch)
-                log_softmax = torch.log_softmax(logits, dim=-1)
-                log_probs = torch.gather(log_softmax, -1, batch.responses.to(device).unsqueeze(-1)).squeeze(-1)
-                entropy = -(log_softmax.exp() * log_softmax).sum(-1)
-            else:
-                log_probs, entropy = self._log_probs(self.model, batch)
-            pg_loss, pg_metrics = compute_policy_loss(
-                algo.policy_loss, old, log_probs, adv, mask, loss_agg_mode=algo.loss_agg_mode,
-                clip_ratio_low=algo.clip_ratio_low, clip_ratio_high=algo.clip_ratio_high,
-                clip_ratio_dual=algo.clip_ratio_dual, entropies=entropy, **agg,
-            )
-            loss = pg_loss
-            if algo.kl.enable and algo.kl.use_as == "loss":
-                if use_full_kl:
-                    with torch.no_grad():
-                        ref_logits = response_logits(self.ref_model, batch)
-                    kl = kl_full_from_logits(logits, ref_logits)
-                else:
-                    ref = _padded([m.ref_log_probs for m in members], length, device)
-                    kl = compute_kl(algo.kl.kind, log_probs, ref)
-                kl_loss = aggregate_loss(kl, mask, algo.loss_agg_mode, **agg)
-                loss = loss + algo.kl.coef * kl_loss
-                stats["actor/kl_loss"] = stats.get("actor/kl_loss", 0.0) + float(kl_loss.detach()) / dp
-            if self.cfg.entropy_coef > 0:
-                loss = loss - self.cfg.entropy_coef * aggregate_loss(entropy, mask, algo.loss_agg_mode, **agg)
-            if balance is not None:
-                loss = loss + balance
-            loss.backward()
-            tokens = float(mask.sum())
-            weight_sum += tokens
-            stats["actor/pg_loss"] = stats.get("actor/pg_loss", 0.0) + float(pg_loss.detach()) / dp
-            for key, value in pg_metrics.items():
-                stats[f"actor/{key}"] = stats.get(f"actor/{key}", 0.0) + float(value) * tokens
-            if any(m.is_offline for m in members):
-                with torch.no_grad():
-                    per_token, _ = policy_loss_per_token(
-                        algo.policy_loss, old, log_probs.detach(), adv, mask, clip_ratio_low=algo.clip_ratio_low,
-                        clip_ratio_high=algo.clip_ratio_high, clip_ratio_dual=algo.clip_ratio_dual)
-                    share = offline_loss_share(per_token, mask, [m.is_offline for m in members])
-                stats["mix_policy/offline_loss_share"] = float(share)
-        for key in list(stats):
-            if key.startswith("actor/") and key not in ("actor/pg_loss", "actor/kl_loss"):
-                stats[key] /= max(weight_sum, 1.0)
+        parts: dict[str, float] = {}
+        micro = [([shard[i] for i in g], 1.0) for g in groups]
+        if total > len(groups):
+            micro += [([self._filler(shard, filler)], 0.0)] * (total - len(groups))
+        for members, weight in micro:
+            for key, value in self._micro_step(members, agg, weight=weight).items():
+                parts[key] = parts.get(key, 0.0) + value
+        parts = self.dp.sum(parts)
+        tokens = parts.pop("_tokens", 0.0)
+        offline_seqs, offline, magnitude = (parts.pop(k, 0.0) for k in ("_offline_seqs", "_offline", "_magnitude"))
+        stats = {k: v if k in ("actor/pg_loss", "actor/kl_loss") else v / max(tokens, 1.0) for k, v in parts.items()}
+        if offline_seqs:
+            stats["mix_policy/offline_loss_share"] = offline / magnitude if magnitude > 0 else 0.0
+        for rank, (_, _, n_micro, n_seqs, n_tokens) in enumerate(rows.tolist()):
+            stats.update({f"dp/rank{rank}/sequences": n_seqs, f"dp/rank{rank}/tokens": n_tokens,
+                          f"dp/rank{rank}/micro_batches": n_micro,
+                          f"dp/rank{rank}/padding_micro_batches": total - n_micro})
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.optim.max_grad_norm)
         grad_norm = float(grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm)
         stats["actor/grad_norm"] = grad_norm
@@ -285,6 +288,66 @@ class Actor:
             return stats
         self.optimizer.step()
         return stats
+
+    def _micro_step(self, members: Sequence[TrainItem], agg: dict[str, Any], *, weight: float) -> dict[str, float]:
+        """Forward and backward of one micro-batch; its loss, metric numerators (x tokens) and
+        offline-share parts, all x ``weight`` (0 for a padding micro-batch: same collectives,
+        no gradient, no metric)."""
+        algo, device, dp = self.algo, self.world.device, self.dp.size
+        batch = self._to_device(self._collate(members))
+        length = batch.response_length
+        mask = batch.response_mask.to(device)
+        old = _padded([m.old_log_probs for m in members], length, device)
+        adv = _padded([m.advantages for m in members], length, device)
+        use_full_kl = algo.kl.enable and algo.kl.use_as == "loss" and algo.kl.kind == "full"
+        with self._balanced(self.model, batch) as balance:
+            if use_full_kl:
+                logits = response_logits(self.model, batch)
+                log_softmax = torch.log_softmax(logits, dim=-1)
+                log_probs = torch.gather(log_softmax, -1, batch.responses.to(device).unsqueeze(-1)).squeeze(-1)
+                entropy = -(log_softmax.exp() * log_softmax).sum(-1)
+            else:
+                log_probs, entropy = self._log_probs(self.model, batch)
+        pg_loss, pg_metrics = compute_policy_loss(
+            algo.policy_loss, old, log_probs, adv, mask, loss_agg_mode=algo.loss_agg_mode,
+            clip_ratio_low=algo.clip_ratio_low, clip_ratio_high=algo.clip_ratio_high,
+            clip_ratio_dual=algo.clip_ratio_dual, entropies=entropy, **agg,
+        )
+        loss = pg_loss
+        out: dict[str, float] = {}
+        if algo.kl.enable and algo.kl.use_as == "loss":
+            if use_full_kl:
+                with torch.no_grad(), self._balanced(self.ref_model, batch):
+                    ref_logits = response_logits(self.ref_model, batch)
+                kl = kl_full_from_logits(logits, ref_logits)
+            else:
+                ref = _padded([m.ref_log_probs for m in members], length, device)
+                kl = compute_kl(algo.kl.kind, log_probs, ref)
+            kl_loss = aggregate_loss(kl, mask, algo.loss_agg_mode, **agg)
+            loss = loss + algo.kl.coef * kl_loss
+            out["actor/kl_loss"] = float(kl_loss.detach()) / dp * weight if weight else 0.0
+        if self.cfg.entropy_coef > 0:
+            loss = loss - self.cfg.entropy_coef * aggregate_loss(entropy, mask, algo.loss_agg_mode, **agg)
+        for term in balance:
+            loss = loss + term
+        (loss if weight == 1.0 else loss * weight).backward()
+        tokens = float(mask.sum()) * weight
+        out["_tokens"] = tokens
+        out["actor/pg_loss"] = float(pg_loss.detach()) / dp * weight if weight else 0.0
+        for key, value in pg_metrics.items():
+            out[f"actor/{key}"] = float(value) * tokens if weight else 0.0
+        out["_offline_seqs"] = out["_offline"] = out["_magnitude"] = 0.0
+        if weight and algo.mix_policy.enable:
+            # Loss magnitude per row, summed over all ranks: the offline share of the whole mini-batch.
+            with torch.no_grad():
+                per_token, _ = policy_loss_per_token(
+                    algo.policy_loss, old, log_probs.detach(), adv, mask, clip_ratio_low=algo.clip_ratio_low,
+                    clip_ratio_high=algo.clip_ratio_high, clip_ratio_dual=algo.clip_ratio_dual)
+                magnitude = torch.where(mask.bool(), per_token.abs(), torch.zeros_like(per_token)).sum(-1)
+            offline = torch.tensor([m.is_offline for m in members], device=magnitude.device)
+            out["_offline_seqs"] = float(offline.sum())
+            out["_offline"], out["_magnitude"] = float(magnitude[offline].sum()), float(magnitude.sum())
+        return out
 
     # ---- weights --------------------------------------------------------------------------
     def full_state_dict(self) -> dict[str, torch.Tensor]:

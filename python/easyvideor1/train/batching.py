@@ -9,9 +9,6 @@ to the full-batch token mean.
 
 from __future__ import annotations
 
-import torch
-import torch.distributed as dist
-
 
 def token_budget_microbatches(lengths: list[int], budget: int, *, packed: bool = False) -> list[list[int]]:
     """Indices grouped so that a group's size <= ``budget``: count x longest when padded, the sum
@@ -36,12 +33,3 @@ def token_budget_microbatches(lengths: list[int], budget: int, *, packed: bool =
             groups.append([index])
             longest.append(length)
     return [sorted(g) for g in groups]
-
-
-def global_count(local: float | int, device: torch.device | str = "cpu") -> float:
-    """Sum of ``local`` over data-parallel ranks (identity without a process group)."""
-    if not (dist.is_available() and dist.is_initialized()):
-        return float(local)
-    value = torch.tensor([float(local)], dtype=torch.float64, device=device)
-    dist.all_reduce(value)
-    return float(value.item())

@@ -3,7 +3,7 @@
 One code path: a single CPU/GPU process when the world size is 1, FSDP2
 (``torch.distributed.fsdp.fully_shard``) over every decoder layer and vision block plus the
 root when it is larger. Mixed image/video/text micro-batches would make ranks call the vision
-tower a different number of times and hang the all-gathers: :func:`vision_call_balance` runs
+tower a different number of times and hang the all-gathers: :func:`balanced_vision_calls` runs
 zero-valued dummy inputs so every rank makes the same calls (their output enters the loss with
 weight 0, so no gradient is spurious).
 """
@@ -11,6 +11,8 @@ weight 0, so no gradient is spurious).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,8 +82,36 @@ def should_shard(cfg: FSDPConfig, world: World) -> bool:
     return cfg.enable == "on" or (cfg.enable == "auto" and world.distributed)
 
 
+@contextmanager
+def balanced_vision_calls(model: torch.nn.Module, has_images: bool, has_videos: bool, *,
+                          enabled: bool = True) -> Iterator[list[torch.Tensor]]:
+    """Around one forward of ``model``: :func:`vision_call_balance`'s dummy calls at the start of
+    it; the list yielded then holds their zero term (add it to the loss).
+
+    They run from a forward pre-hook of the root, after FSDP's own: inside the root's forward its
+    own parameters (patch embedding, merger) are gathered, which a call from outside the forward
+    would find sharded once a backward has resharded them.
+    """
+    terms: list[torch.Tensor] = []
+    if not enabled or (has_images and has_videos):
+        yield terms
+        return
+
+    def hook(_module: torch.nn.Module, _args: Any) -> None:
+        term = vision_call_balance(model, has_images, has_videos)
+        if term is not None:
+            terms.append(term)
+
+    handle = model.register_forward_pre_hook(hook)
+    try:
+        yield terms
+    finally:
+        handle.remove()
+
+
 def vision_call_balance(model: torch.nn.Module, has_images: bool, has_videos: bool) -> torch.Tensor | None:
     """Run the vision tower on a zero dummy for each absent modality; returns 0 * their sum.
+    Under FSDP call it inside the model's forward (:func:`balanced_vision_calls`).
 
     transformers' Qwen-VL forward calls the vision tower once for images and once for videos
     when present. With FSDP every rank must make the same sequence of calls, so each micro-batch
@@ -137,12 +167,3 @@ def _device_of(module: torch.nn.Module) -> torch.device:
     for param in module.parameters():
         return param.device if param.device.type != "meta" else torch.device("cpu")
     return torch.device("cpu")
-
-
-def all_reduce_mean(values: dict[str, float], world: World) -> dict[str, float]:
-    if not world.distributed or not values:
-        return values
-    keys = sorted(values)
-    tensor = torch.tensor([values[k] for k in keys], dtype=torch.float64, device=world.device)
-    dist.all_reduce(tensor)
-    return {k: float(v) / world.world_size for k, v in zip(keys, tensor.tolist())}
