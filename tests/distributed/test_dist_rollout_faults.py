@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import redis as redis_client
 import torch
 from dist_helpers import log_tail, make_config, make_data, read_status, start_worker, wait_for
 from safetensors.torch import load_file
@@ -26,6 +27,7 @@ from easyvideor1.cache.builder import build_cache
 from easyvideor1.data import load_samples
 from easyvideor1.models.inputs import PromptBuilder
 from easyvideor1.prompts.renderer import PromptRenderer
+from easyvideor1.queue import key_prefix
 from easyvideor1.rollout.base import SamplingConfig
 from easyvideor1.train.media import build_frame_loader, frame_params
 from easyvideor1.train.remote_stage import QueueOutageError, RemoteRolloutTimeout, build_remote_parts
@@ -113,12 +115,28 @@ def ids(result) -> list[str]:
     return [g.sample.problem_id for g in result.groups]
 
 
-def test_round_trip_versions_and_staleness(infra):
+def held_by_run(infra: Infra, stage) -> tuple[list[str], list[str]]:
+    """(ids with a result in the queue, ids marked collected) of this stage's run."""
+    client = redis_client.Redis.from_url(infra.redis.url, decode_responses=True)
+    try:
+        base = f"{key_prefix(NAMESPACE)}tasks"
+        mine = f"{stage.identity.run_id}/"
+        return ([t for t in client.hkeys(f"{base}:results") if t.startswith(mine)],
+                [t for t in client.zrange(f"{base}:collected", 0, -1) if t.startswith(mine)])
+    finally:
+        client.close()
+
+
+def test_round_trip_versions_and_staleness(infra, monkeypatch):
     stage, sync, _ = make_stage(infra, "roundtrip")
     samples = infra.samples[:4]
     try:
         first = stage.run(samples, n=2, sampling=SAMPLING, mix=MIX, uid_prefix="a")
         assert ids(first) == [s.problem_id for s in samples] and not first.filtered
+        # The step released what it collected: no result of this run is left in Redis.
+        assert first.timings["distributed/released"] == 4
+        results, collected = held_by_run(infra, stage)
+        assert results == [] and sorted(collected) == sorted(stage.task_id(g.uid) for g in first.groups)
         for group in first.groups:
             assert len(group.responses) == len(group.texts) == len(group.rewards) == len(group.finish_reasons) == 2
             assert group.policy_version == 0 and group.uid.startswith("a-")
@@ -129,6 +147,9 @@ def test_round_trip_versions_and_staleness(infra):
         assert first.timings["distributed/worker_frame_hits"] == 4
         assert first.timings["distributed/worker_frame_decodes"] == 0
 
+        # Rounds "b" are run again below as a resumed trainer re-runs a step: with the results of a
+        # trainer that died before releasing them still in the queue.
+        monkeypatch.setattr(stage.queue, "release", lambda task_ids: 0)
         sync.push(policy(infra, 1), 1)
         second = stage.run(samples, n=2, sampling=SAMPLING, mix=MIX, uid_prefix="b")
         assert {g.policy_version for g in second.groups} == {1} and len(second.groups) == 4
@@ -145,10 +166,22 @@ def test_round_trip_versions_and_staleness(infra):
         # Bound 1 at version 3: version 1 is still too old, the version-2 re-puts are accepted as they are.
         sync.push(policy(infra, 3), 3)
         stage.staleness = 1
+        monkeypatch.undo()  # this one releases: the "b" results and their "~r1" re-puts it read
         fourth = stage.run(samples, n=2, sampling=SAMPLING, mix=MIX, uid_prefix="b")
         assert fourth.timings["distributed/stale_discarded"] == 4
         assert fourth.timings["distributed/reused_results"] == 8
         assert {g.policy_version for g in fourth.groups} == {2}
+        assert fourth.timings["distributed/released"] == 8
+        results, collected = held_by_run(infra, stage)
+        b_ids = {stage.task_id(f"b-{k}-{s.problem_id}", r) for k, s in enumerate(samples) for r in (0, 1)}
+        assert results == [] and b_ids <= set(collected)
+
+        # Released ids cannot be reused (their results are gone): "b" is generated again under new ids.
+        fifth = stage.run(samples, n=2, sampling=SAMPLING, mix=MIX, uid_prefix="b")
+        assert fifth.timings["distributed/reput_after_release"] == 4
+        assert fifth.timings.get("distributed/reused_results", 0) == 0
+        assert {g.policy_version for g in fifth.groups} == {3} and ids(fifth) == ids(first)
+        assert held_by_run(infra, stage)[0] == []
     finally:
         sync.close()
 

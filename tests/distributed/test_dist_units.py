@@ -131,6 +131,20 @@ def test_cluster_defaults_fill_only_what_is_unset(tmp_path, data):
         apply_cluster_defaults(make_config(data, tmp_path, tmp_path / "run", distributed__cluster_file=tmp_path / "no"))
 
 
+def test_a_stopped_cluster_found_in_the_working_directory_is_ignored(tmp_path, data, monkeypatch):
+    """`evr1 down` leaves .evr1/cluster.json behind; a run in that folder that names no cluster
+    file must not fail on it (one that names it explicitly still does)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("EVR1_CLUSTER_FILE", raising=False)
+    (tmp_path / ".evr1").mkdir()
+    (tmp_path / ".evr1" / "cluster.json").write_text(json.dumps({"state": "down", "defaults": {}}))
+    cfg = make_config(data, tmp_path, tmp_path / "run")
+    assert apply_cluster_defaults(cfg) == (cfg, {})
+    explicit = make_config(data, tmp_path, tmp_path / "run", distributed__cluster_file=tmp_path / ".evr1" / "cluster.json")
+    with pytest.raises(ConfigError, match="not up"):
+        apply_cluster_defaults(explicit)
+
+
 def test_run_identity_is_new_per_run_and_kept_on_resume(tmp_path, data):
     out = tmp_path / "run"
     fresh = make_config(data, tmp_path, out, distributed__namespace="ns")

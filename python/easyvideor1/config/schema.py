@@ -117,8 +117,8 @@ class AlgorithmConfig(Section):
 class FSDPConfig(Section):
     enable: Literal["auto", "on", "off"] = Field("auto", description="auto: FSDP2 when world size > 1.")
     cpu_offload: bool = Field(False, description="Offload parameters and optimizer state to CPU.")
-    mixed_precision: Literal["bf16", "fp32"] = Field("bf16", description="Compute dtype on GPU "
-                                                     "(CPU always runs fp32).")
+    mixed_precision: Literal["bf16", "fp32"] = Field("bf16", description="Compute dtype on GPU, sharded or "
+                                                     "not (CPU always runs fp32).")
 
 
 class OptimConfig(Section):

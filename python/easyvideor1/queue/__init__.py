@@ -56,8 +56,9 @@ def __getattr__(name: str) -> Any:
 
 def open_queue(url: str, namespace: str, **options: Any) -> WorkQueue:
     """Open the queue named by ``url`` for run ``namespace``; ``options`` go to the backend
-    (``visibility_timeout_s``, ``max_attempts``, ``max_in_flight``, ``put_timeout_s``; Redis
-    also ``stream``, ``group``, ``op_timeout_s``, ``connect_timeout_s``)."""
+    (``visibility_timeout_s``, ``max_attempts``, ``max_in_flight``, ``put_timeout_s``,
+    ``collected_retention_s``; Redis also ``stream``, ``group``, ``op_timeout_s``,
+    ``connect_timeout_s``)."""
     kind, target = split_url(url)
     if kind == "memory":
         return InProcessQueue(target, namespace, **options)

@@ -18,11 +18,12 @@ KEY_NAMES = (
     "results",  # hash task -> result JSON
     "duplicates",  # counter of dropped duplicate results
     "claim_cursor",  # XAUTOCLAIM cursor, so claims sweep the whole PEL over successive calls
+    "collected",  # sorted set task -> expiry (server epoch s) of released tasks; see trim()
 )
 
 _PRELUDE = """
-local STREAM, ATTEMPTS, EXPIRIES, ERRORS, DEAD, DEAD_INDEX, OUTSTANDING, RESULTS, DUPLICATES, CURSOR =
-  unpack(KEYS)
+local STREAM, ATTEMPTS, EXPIRIES, ERRORS, DEAD, DEAD_INDEX, OUTSTANDING, RESULTS, DUPLICATES, CURSOR,
+  COLLECTED = unpack(KEYS)
 
 local function forget(t)
   redis.call('HDEL', ATTEMPTS, t)
@@ -45,6 +46,36 @@ local function bury(group, id, t, p, reason, n, now)
   forget(t)
 end
 
+-- Server time, so the collected markers of every client expire on one clock.
+local function now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) + tonumber(t[2]) / 1e6
+end
+
+-- Drop collected markers past their expiry, at most 1000 per call (scripts stay short; every
+-- put, result and release trims, so trimming outpaces releasing). A task that still has a
+-- stream entry (ATTEMPTS is set exactly while it has a delivered one) can be delivered again:
+-- its marker is kept for another window instead.
+local function trim(t_now, retention)
+  local due = redis.call('ZRANGEBYSCORE', COLLECTED, '-inf', t_now, 'LIMIT', 0, 1000)
+  for _, t in ipairs(due) do
+    if redis.call('HEXISTS', ATTEMPTS, t) == 1 then
+      redis.call('ZADD', COLLECTED, t_now + retention, t)
+    else
+      redis.call('ZREM', COLLECTED, t)
+    end
+  end
+end
+
+-- A delivery of a released task is dropped, not handed out: its result was collected already.
+local function released(group, id, t)
+  if not redis.call('ZSCORE', COLLECTED, t) then return false end
+  redis.call('XACK', STREAM, group, id)
+  redis.call('XDEL', STREAM, id)
+  forget(t)
+  return true
+end
+
 -- The lease is still ours: same owner in the PEL and no re-delivery since (same attempt).
 local function owns(group, id, consumer, t, attempt)
   local p = redis.call('XPENDING', STREAM, group, id, id, 1)
@@ -53,11 +84,13 @@ local function owns(group, id, consumer, t, attempt)
 end
 """
 
-# ARGV: task, payload JSON, max_in_flight
+# ARGV: task, payload JSON, max_in_flight, collected retention s
 PUT = _PRELUDE + """
 local t = ARGV[1]
 if redis.call('SISMEMBER', OUTSTANDING, t) == 1 then return {'queued', ''} end
 if redis.call('HEXISTS', RESULTS, t) == 1 then return {'resulted', ''} end
+trim(now(), tonumber(ARGV[4]))
+if redis.call('ZSCORE', COLLECTED, t) then return {'collected', ''} end
 if redis.call('SCARD', OUTSTANDING) >= tonumber(ARGV[3]) then return {'full', ''} end
 forget(t)
 redis.call('HDEL', DEAD_INDEX, t)
@@ -75,16 +108,18 @@ local claimed = redis.call('XAUTOCLAIM', STREAM, group, consumer, ARGV[3],
 redis.call('SET', CURSOR, claimed[1])
 for _, e in ipairs(claimed[2]) do
   local f = fields(e[2])
-  local n = redis.call('HINCRBY', ATTEMPTS, f.t, 1)
-  local x = redis.call('HINCRBY', EXPIRIES, f.t, 1)
-  if n > max_attempts then
-    local reason = 'visibility timeout expired ' .. x .. ' times'
-    local last = redis.call('HGET', ERRORS, f.t)
-    if last then reason = reason .. '; last error: ' .. last end
-    bury(group, e[1], f.t, f.p, reason, n - 1, ARGV[6])
-    table.insert(dead, {f.t, reason, n - 1})
-  else
-    table.insert(out, {e[1], f.t, f.p, n})
+  if not released(group, e[1], f.t) then
+    local n = redis.call('HINCRBY', ATTEMPTS, f.t, 1)
+    local x = redis.call('HINCRBY', EXPIRIES, f.t, 1)
+    if n > max_attempts then
+      local reason = 'visibility timeout expired ' .. x .. ' times'
+      local last = redis.call('HGET', ERRORS, f.t)
+      if last then reason = reason .. '; last error: ' .. last end
+      bury(group, e[1], f.t, f.p, reason, n - 1, ARGV[6])
+      table.insert(dead, {f.t, reason, n - 1})
+    else
+      table.insert(out, {e[1], f.t, f.p, n})
+    end
   end
 end
 if #out < want then
@@ -93,7 +128,9 @@ if #out < want then
   if r then
     for _, e in ipairs(r[1][2]) do
       local f = fields(e[2])
-      table.insert(out, {e[1], f.t, f.p, redis.call('HINCRBY', ATTEMPTS, f.t, 1)})
+      if not released(group, e[1], f.t) then
+        table.insert(out, {e[1], f.t, f.p, redis.call('HINCRBY', ATTEMPTS, f.t, 1)})
+      end
     end
   end
 end
@@ -131,9 +168,10 @@ redis.call('XADD', STREAM, '*', 't', t, 'p', p)
 return 1
 """
 
-# ARGV: task, result JSON
+# ARGV: task, result JSON, collected retention s
 PUT_RESULT = _PRELUDE + """
-if redis.call('HSETNX', RESULTS, ARGV[1], ARGV[2]) == 1 then
+trim(now(), tonumber(ARGV[3]))
+if not redis.call('ZSCORE', COLLECTED, ARGV[1]) and redis.call('HSETNX', RESULTS, ARGV[1], ARGV[2]) == 1 then
   redis.call('SREM', OUTSTANDING, ARGV[1])
   redis.call('HDEL', DEAD_INDEX, ARGV[1])
   return 1
@@ -147,5 +185,23 @@ STATS = _PRELUDE + """
 local in_flight = redis.call('XPENDING', STREAM, ARGV[1])[1]
 return {redis.call('XLEN', STREAM) - in_flight, in_flight, redis.call('XLEN', DEAD),
         tonumber(redis.call('GET', DUPLICATES) or '0'), redis.call('SCARD', OUTSTANDING),
-        redis.call('HLEN', RESULTS)}
+        redis.call('HLEN', RESULTS), redis.call('ZCARD', COLLECTED)}
+"""
+
+# ARGV: collected retention s, task... Deletes the outcome (result, dead-letter index entry) of
+# each task that has one and marks it collected; other ids are left alone. Returns how many.
+# ATTEMPTS, EXPIRIES and ERRORS stay: they belong to a stream entry that may still be leased
+# (a worker writes its result before it acks), and that entry's ack or retirement clears them.
+RELEASE = _PRELUDE + """
+local t_now, retention = now(), tonumber(ARGV[1])
+local n = 0
+for i = 2, #ARGV do
+  local t = ARGV[i]
+  if redis.call('HDEL', RESULTS, t) + redis.call('HDEL', DEAD_INDEX, t) > 0 then
+    redis.call('ZADD', COLLECTED, t_now + retention, t)
+    n = n + 1
+  end
+end
+trim(t_now, retention)
+return n
 """

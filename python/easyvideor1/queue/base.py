@@ -8,6 +8,14 @@ has used ``max_attempts`` it goes to the dead letters with the reason of its las
 Results are written once per task id: a second ``put_result`` (a re-delivered task finished by
 two workers) is dropped and counted in ``stats().duplicates_dropped``.
 
+Releasing: results stay until the producer calls ``release(task_ids)`` for the ones it has
+collected. That deletes them (and dead-letter index entries) and keeps a *collected* marker per
+id for ``collected_retention_s`` (default ``max_attempts * visibility_timeout_s`` + 60 s), and
+for as long as the task still has a delivered stream entry: meanwhile a late ``put_result`` is a
+duplicate (dropped, counted), a re-delivery is dropped instead of handed out, and ``put`` raises
+:class:`DuplicateTaskError` ("already collected"; ``recover`` skips it). Memory is then bounded
+by throughput x retention instead of growing for the whole run.
+
 Back-pressure: a task is *outstanding* from ``put`` until its result is written or it is
 dead-lettered; ``put`` blocks while ``max_in_flight`` tasks are outstanding.
 
@@ -71,6 +79,7 @@ class QueueStats:
     duplicates_dropped: int  # duplicate results dropped
     outstanding: int  # put, neither resulted nor dead-lettered (what back-pressure counts)
     results: int  # results stored
+    collected: int = 0  # collected markers held (released tasks, kept for the retention window)
 
 
 class NackOutcome(enum.Enum):
@@ -84,6 +93,7 @@ class PutCode(enum.Enum):
     FULL = "full"
     QUEUED = "already queued"
     RESULTED = "already resulted"
+    COLLECTED = "already collected"  # its result was released; it must not run again
 
 
 def validate_namespace(namespace: str, what: str = "namespace") -> str:
@@ -142,6 +152,9 @@ def encode_json(what: str, task_id: str, value: Any) -> str:
         raise PayloadError(f"{what} of task {task_id!r} is not JSON-serialisable: {exc}") from exc
 
 
+RETENTION_MARGIN_S = 60.0  # on top of the longest re-delivery span: a straggler's result is late too
+
+
 def _positive(name: str, value: float, kind: type | tuple[type, ...] = (int, float)) -> float:
     if not isinstance(value, kind) or isinstance(value, bool) or not value > 0:
         noun = "integer" if kind is int else "number"
@@ -160,12 +173,16 @@ class WorkQueue(ABC):
         max_attempts: int = 3,
         max_in_flight: int = 10_000,
         put_timeout_s: float = 60.0,
+        collected_retention_s: float | None = None,
     ):
         self.namespace = validate_namespace(namespace)
         self.visibility_timeout_s = float(_positive("visibility_timeout_s", visibility_timeout_s))
         self.max_attempts = int(_positive("max_attempts", max_attempts, int))
         self.max_in_flight = int(_positive("max_in_flight", max_in_flight, int))
         self.put_timeout_s = float(_positive("put_timeout_s", put_timeout_s))
+        if collected_retention_s is None:
+            collected_retention_s = self.max_attempts * self.visibility_timeout_s + RETENTION_MARGIN_S
+        self.collected_retention_s = float(_positive("collected_retention_s", collected_retention_s))
         self._closed = False
 
     # ----------------------------------------------------------------- public API
@@ -232,11 +249,24 @@ class WorkQueue(ABC):
             self._pause(remaining, poll, token)
             poll += 1
 
-    def recover(self, tasks: Mapping[str, dict[str, Any]], timeout_s: float | None = None) -> list[str]:
-        """Re-put every task the queue no longer knows (neither queued nor resulted); returns their ids.
+    def release(self, task_ids: Iterable[str]) -> int:
+        """Forget the outcomes of tasks whose results the caller has collected; returns how many.
 
-        Idempotent: tasks still queued or resulted are skipped, so calling it after any Redis
-        restart is safe. Pass the tasks whose results you have not collected yet.
+        Each id with a result or a dead-letter record loses it and becomes *collected* for the
+        retention window (see the module docstring): late results are dropped as duplicates and
+        ``put`` refuses the id. Ids never seen, still queued or in flight, or already released
+        are ignored (nothing deleted, nothing marked), so releasing too much is harmless.
+        """
+        self._check_open()
+        ids = list(dict.fromkeys(check_task_id(t) for t in task_ids))
+        return self._release(ids) if ids else 0
+
+    def recover(self, tasks: Mapping[str, dict[str, Any]], timeout_s: float | None = None) -> list[str]:
+        """Re-put every task the queue no longer knows (neither queued, resulted nor collected);
+        returns their ids.
+
+        Idempotent: tasks still queued, resulted or released are skipped, so calling it after any
+        Redis restart is safe. Pass the tasks whose results you have not collected yet.
         """
         requeued = []
         for task_id, payload in tasks.items():
@@ -297,7 +327,7 @@ class WorkQueue(ABC):
     # ----------------------------------------------------------------- backend primitives
     @abstractmethod
     def _try_put(self, task_id: str, payload_json: str) -> tuple[PutCode, str]:
-        """Atomically: refuse a known task id, refuse when full, else queue it."""
+        """Atomically: refuse a known (or collected) task id, refuse when full, else queue it."""
 
     @abstractmethod
     def _get(self, consumer: str, count: int, deadline: float) -> list[Message]: ...
@@ -310,6 +340,10 @@ class WorkQueue(ABC):
 
     @abstractmethod
     def _put_result(self, task_id: str, result_json: str) -> bool: ...
+
+    @abstractmethod
+    def _release(self, task_ids: list[str]) -> int:
+        """Atomically per id: delete its result and dead-letter index entry, mark it collected."""
 
     @abstractmethod
     def _outcomes(self, task_ids: list[str]) -> tuple[dict[str, Any], dict[str, str]]:

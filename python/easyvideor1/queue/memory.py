@@ -4,7 +4,7 @@ State lives in a process-wide registry keyed by (name, namespace), so every hand
 ``memory://name`` with the same namespace shares it. Leases expire by monotonic time measured
 against the *getter's* visibility timeout, exactly like XAUTOCLAIM's min-idle-time. Payloads
 and results are stored as JSON text, so consumers get copies and non-JSON values are refused
-the same way as with Redis.
+the same way as with Redis. Collected markers expire on the monotonic clock.
 """
 
 from __future__ import annotations
@@ -58,6 +58,8 @@ class _State:
     dead_index: dict[str, str] = field(default_factory=dict)
     dead_log: list[DeadLetter] = field(default_factory=list)
     duplicates: int = 0
+    collected: dict[str, float] = field(default_factory=dict)  # released task -> expiry (monotonic)
+    collected_heap: list[tuple[float, str]] = field(default_factory=list)  # stale rows skipped lazily
 
     def reset(self) -> None:
         """Empty every table in place, so all handles sharing this state see the purge."""
@@ -100,6 +102,9 @@ class InProcessQueue(WorkQueue):
                 return PutCode.QUEUED, ""
             if task_id in s.results:
                 return PutCode.RESULTED, ""
+            self._trim()
+            if task_id in s.collected:
+                return PutCode.COLLECTED, ""
             if len(s.outstanding) >= self.max_in_flight:
                 return PutCode.FULL, ""
             for table in (s.attempts, s.expiries, s.errors, s.dead_index):
@@ -121,7 +126,9 @@ class InProcessQueue(WorkQueue):
             while True:
                 out = self._reclaim(consumer, count)
                 while s.ready and len(out) < count:
-                    out.append(self._lease(s.ready.popleft(), consumer))
+                    stream_id = s.ready.popleft()
+                    if not self._retire_released(stream_id):
+                        out.append(self._lease(stream_id, consumer))
                 if out:
                     s.changed()
                     return out
@@ -152,6 +159,8 @@ class InProcessQueue(WorkQueue):
             lease = s.leases.get(stream_id)
             if lease is None or lease.delivered_at != delivered_at:
                 continue  # acked, nacked or re-leased since
+            if self._retire_released(stream_id):
+                continue
             task_id, payload_json = s.entries[stream_id]
             expired = s.expiries[task_id] = s.expiries.get(task_id, 0) + 1
             if s.attempts.get(task_id, 0) >= self.max_attempts:
@@ -163,6 +172,36 @@ class InProcessQueue(WorkQueue):
             del s.leases[stream_id]
             out.append(self._lease(stream_id, consumer))
         return out
+
+    def _retire_released(self, stream_id: str) -> bool:
+        """Drop (never hand out) a delivery of a released task: its result was collected already."""
+        s = self._s
+        task_id = s.entries[stream_id][0]
+        if task_id not in s.collected:
+            return False
+        self._remove(stream_id)
+        for table in (s.attempts, s.expiries, s.errors):
+            table.pop(task_id, None)
+        s.changed()
+        return True
+
+    def _trim(self) -> None:
+        """Drop expired collected markers, except those of tasks with a delivered entry (``attempts``
+        is set exactly while one exists): it can be delivered again, so it gets another window."""
+        s = self._s
+        now = time.monotonic()
+        while s.collected_heap and s.collected_heap[0][0] <= now:
+            expiry, task_id = heapq.heappop(s.collected_heap)
+            if s.collected.get(task_id) != expiry:
+                continue  # re-armed since
+            if task_id in s.attempts:
+                self._mark_collected(task_id, now)
+            else:
+                del s.collected[task_id]
+
+    def _mark_collected(self, task_id: str, now: float) -> None:
+        expiry = self._s.collected[task_id] = now + self.collected_retention_s
+        heapq.heappush(self._s.collected_heap, (expiry, task_id))
 
     def _bury(self, stream_id: str, reason: str, attempts: int) -> None:
         s = self._s
@@ -216,7 +255,8 @@ class InProcessQueue(WorkQueue):
     def _put_result(self, task_id: str, result_json: str) -> bool:
         s = self._s
         with s.cond:
-            if task_id in s.results:
+            self._trim()
+            if task_id in s.results or task_id in s.collected:
                 s.duplicates += 1
                 return False
             s.results[task_id] = result_json
@@ -224,6 +264,21 @@ class InProcessQueue(WorkQueue):
             s.dead_index.pop(task_id, None)  # a late result from a slow worker still counts
             s.changed()
             return True
+
+    def _release(self, task_ids: list[str]) -> int:
+        s = self._s
+        with s.cond:
+            now = time.monotonic()
+            released = 0
+            for task_id in task_ids:
+                had_result = s.results.pop(task_id, None) is not None
+                if s.dead_index.pop(task_id, None) is not None or had_result:
+                    self._mark_collected(task_id, now)
+                    released += 1
+            self._trim()
+            if released:
+                s.changed()
+            return released
 
     def _outcomes(self, task_ids: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
         s = self._s
@@ -258,6 +313,7 @@ class InProcessQueue(WorkQueue):
                 duplicates_dropped=s.duplicates,
                 outstanding=len(s.outstanding),
                 results=len(s.results),
+                collected=len(s.collected),
             )
 
     def dead_letters(self) -> list[DeadLetter]:

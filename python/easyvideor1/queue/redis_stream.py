@@ -3,7 +3,8 @@
 Layout (``P`` = ``evr1:{namespace}:``, the braces being a Redis Cluster hash tag): the task
 stream ``P<stream>`` with one consumer group, and beside it ``P<stream>:attempts``,
 ``:expiries``, ``:errors``, ``:dead`` (dead-letter stream), ``:dead-index``, ``:outstanding``,
-``:results``, ``:duplicates`` and ``:claim-cursor``. Nothing outside ``P`` is ever written.
+``:results``, ``:duplicates``, ``:claim-cursor`` and ``:collected``. Nothing outside ``P`` is ever
+written.
 
 Delivery: ``get`` runs one Lua script that first takes over entries idle in the group's PEL for
 longer than ``visibility_timeout_s`` (XAUTOCLAIM: a consumer that crashed or hung), then reads
@@ -12,6 +13,14 @@ dead-letter stream with reason ``"visibility timeout expired N times"``. ``ack``
 deletes the entry, so the stream only ever holds undelivered and in-flight tasks. ``nack``
 re-adds the task at the tail (or dead-letters it with the given reason). Results go to a hash
 with HSETNX, so a re-delivered task finished twice keeps its first result.
+
+Release: ``release(ids)`` deletes the collected results (and dead-index entries) and adds the ids
+to the sorted set ``:collected``, scored by expiry on Redis' own clock (``TIME``: one clock for
+all clients). ``put``, ``put_result`` and ``release`` trim expired markers, except those of
+tasks that still have a delivered stream entry (a worker wrote its result but has not acked):
+those stay another window. While marked, a result is a duplicate, a delivery is dropped (acked
+and deleted, never handed out) and ``put`` answers "already collected". So the results hash
+holds only uncollected results and ``:collected`` about throughput x retention ids.
 
 Shutdown: ``close()`` only drops connections. Unacked entries stay in the PEL and are
 re-delivered to other consumers after the visibility timeout; nothing is lost.
@@ -29,8 +38,9 @@ Recovery after a Redis restart:
 * Without persistence every key is gone, results included. The producer must keep the
   payloads of the tasks whose results it has not collected yet and call
   ``queue.recover({task_id: payload, ...})`` once Redis answers again: it re-puts exactly the
-  tasks Redis no longer knows (neither queued nor resulted) and skips the rest, so it is also
-  safe to call after a restart *with* persistence, or twice.
+  tasks Redis no longer knows (neither queued, resulted nor collected) and skips the rest, so it
+  is also safe to call after a restart *with* persistence, or twice. The collected markers are
+  lost too: never pass ids you have released.
 """
 
 from __future__ import annotations
@@ -60,7 +70,9 @@ from easyvideor1.queue.base import (
 
 _log = get_logger(__name__)
 
-_PUT_CODES = {"ok": PutCode.OK, "full": PutCode.FULL, "queued": PutCode.QUEUED, "resulted": PutCode.RESULTED}
+_PUT_CODES = {"ok": PutCode.OK, "full": PutCode.FULL, "queued": PutCode.QUEUED, "resulted": PutCode.RESULTED,
+              "collected": PutCode.COLLECTED}
+_RELEASE_CHUNK = 1000  # ids per RELEASE script: one script blocks Redis while it runs
 _NACK_CODES = {0: NackOutcome.LEASE_LOST, 1: NackOutcome.REQUEUED, 2: NackOutcome.DEAD_LETTERED}
 
 
@@ -78,6 +90,7 @@ class RedisStreamQueue(WorkQueue):
         max_attempts: int = 3,
         max_in_flight: int = 10_000,
         put_timeout_s: float = 60.0,
+        collected_retention_s: float | None = None,
         op_timeout_s: float = 5.0,
         connect_timeout_s: float = 2.0,
     ):
@@ -87,6 +100,7 @@ class RedisStreamQueue(WorkQueue):
             max_attempts=max_attempts,
             max_in_flight=max_in_flight,
             put_timeout_s=put_timeout_s,
+            collected_retention_s=collected_retention_s,
         )
         self.stream = validate_namespace(stream, what="stream name")
         self.group = validate_namespace(group, what="group name")
@@ -102,7 +116,7 @@ class RedisStreamQueue(WorkQueue):
         self._r = make_client(url, op_timeout_s, connect_timeout_s)
         self._scripts = {
             name: self._r.register_script(getattr(_lua, name))
-            for name in ("PUT", "DELIVER", "ACK", "NACK", "PUT_RESULT", "STATS")
+            for name in ("PUT", "DELIVER", "ACK", "NACK", "PUT_RESULT", "RELEASE", "STATS")
         }
         self._create_group()  # also proves Redis is reachable: fail at open, not at first use
 
@@ -136,7 +150,8 @@ class RedisStreamQueue(WorkQueue):
 
     # ----------------------------------------------------------------- primitives
     def _try_put(self, task_id: str, payload_json: str) -> tuple[PutCode, str]:
-        code, stream_id = self._run("PUT", task_id, payload_json, self.max_in_flight)
+        code, stream_id = self._run("PUT", task_id, payload_json, self.max_in_flight,
+                                    repr(self.collected_retention_s))
         return _PUT_CODES[code], stream_id
 
     def _get(self, consumer: str, count: int, deadline: float) -> list[Message]:
@@ -168,7 +183,11 @@ class RedisStreamQueue(WorkQueue):
         return _NACK_CODES[code]
 
     def _put_result(self, task_id: str, result_json: str) -> bool:
-        return bool(self._run("PUT_RESULT", task_id, result_json))
+        return bool(self._run("PUT_RESULT", task_id, result_json, repr(self.collected_retention_s)))
+
+    def _release(self, task_ids: list[str]) -> int:
+        return sum(self._run("RELEASE", repr(self.collected_retention_s), *task_ids[i:i + _RELEASE_CHUNK])
+                   for i in range(0, len(task_ids), _RELEASE_CHUNK))
 
     def _outcomes(self, task_ids: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
         if not task_ids:

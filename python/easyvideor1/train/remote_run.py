@@ -10,6 +10,7 @@ so runs can share one rollout pool and a resumed run continues its own versions.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import uuid
@@ -45,6 +46,9 @@ def apply_cluster_defaults(cfg: RunConfig) -> tuple[RunConfig, dict[str, Any]]:
         return cfg, {}
     cluster = json.loads(path.read_text())
     if cluster.get("state") != "up":
+        if path == DEFAULT_CLUSTER_FILE:  # found by chance in the working directory: `evr1 down` left it
+            event(log, "cluster_file_ignored", logging.WARNING, file=str(path), state=cluster.get("state"))
+            return cfg, {}
         raise ConfigError(f"{path}: the cluster is {cluster.get('state')!r}, not up (run `evr1 up`)")
     defaults, data = cluster.get("defaults", {}), cfg.model_dump(mode="json")
     dist, options = data["distributed"], {}

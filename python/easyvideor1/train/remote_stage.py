@@ -10,6 +10,10 @@ own builder and frame loader while the workers generate, and collects the scored
   run) is discarded, counted, and its task put again (at most ``max_requeues`` times);
 * a dead-lettered task is reported as a filtered sample with the queue's reason;
 * missing results after ``result_timeout_s`` raise :class:`RemoteRolloutTimeout` naming them;
+* once a round has its groups, the results (and dead-letter records) it consumed are released
+  (``queue.release``): Redis holds only uncollected results. A round that fails keeps its results,
+  so a resumed run re-putting the same ids reuses them; an id already released is put again under
+  a new id (``reput_after_release``), its result being gone;
 * an unreachable queue is waited out for ``queue_patience_s``; once it answers, the tasks it
   lost are re-put (``queue.recover``) and the newest weight version is announced again.
   Otherwise :class:`QueueOutageError` says so; ``stage.recover()`` is the same recovery by hand.
@@ -23,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+import uuid
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -123,7 +128,9 @@ class RemoteRolloutStage:
         self._outstanding = pending  # the same dict: what recover() re-puts
         started = time.perf_counter()
         for task_id, item in list(pending.items()):
-            self._put(task_id, item.payload, counters)
+            placed = self._put(task_id, item.payload, counters)
+            if placed != task_id:
+                pending[placed] = pending.pop(task_id)
         # Local prompts (identical tokens to the workers') are built while the pool generates.
         for task_id, item in list(pending.items()):
             try:
@@ -135,6 +142,7 @@ class RemoteRolloutStage:
         groups: dict[int, Group] = {}
         deadline = time.monotonic() + self.result_timeout_s
         next_sweep = time.monotonic() + self.sweep_s
+        collected: list[str] = []  # outcomes read (accepted, discarded or dead): released at the end
         while pending:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -145,11 +153,15 @@ class RemoteRolloutStage:
             results, dead = self._wait(list(pending), min(self.poll_s, remaining), counters)
             for task_id, result in results.items():
                 if task_id in pending:
+                    collected.append(task_id)
                     self._accept(task_id, result, pending, groups, filtered, counters)
             for task_id, reason in dead.items():
+                collected.append(task_id)
                 item = pending.pop(task_id)
                 counters["dead_lettered"] += 1
                 filtered.append((item.sample.problem_id, f"dead-lettered by the rollout pool: {reason}"))
+        # Only what this round read: results of tasks dropped before waiting (local prompt failed) stay.
+        self._release(collected, counters)
         for problem_id, reason in filtered:
             event(log, "sample_filtered", problem_id=problem_id, reason=reason)
         for key, value in counters.items():
@@ -165,15 +177,29 @@ class RemoteRolloutStage:
         images = [ImageInput(*self.loader.load_image(path)) for path in item.sample.images]
         return self.builder.build(item.text, videos, images, sample_id=item.uid)
 
-    def _put(self, task_id: str, payload: dict[str, Any], counters: dict[str, float]) -> None:
+    def _put(self, task_id: str, payload: dict[str, Any], counters: dict[str, float]) -> str:
+        """Put a task; returns the id it is awaited under (``task_id`` unless that one was released)."""
         while True:
             try:
                 self.queue.put(task_id, payload)
-                return
-            except DuplicateTaskError as exc:  # a result from before a trainer restart is checked like any
+                return task_id
+            except DuplicateTaskError as exc:
+                if exc.state == "already collected":  # a run before a restart consumed it: the result is gone
+                    counters["reput_after_release"] += 1
+                    task_id = f"{task_id}~{uuid.uuid4().hex[:8]}"
+                    continue
+                # A result from before a trainer restart is checked like any.
                 counters["reused_results" if exc.state == "already resulted" else "already_queued"] += 1
-                return
+                return task_id
             except QueueUnavailableError as exc:
+                self._ride_out(exc, counters)
+
+    def _release(self, task_ids: list[str], counters: dict[str, float]) -> None:
+        while True:
+            try:
+                counters["released"] += self.queue.release(task_ids)
+                return
+            except QueueUnavailableError as exc:  # once it answers: release what it still has
                 self._ride_out(exc, counters)
 
     def _wait(self, ids: list[str], timeout: float, counters: dict[str, float]
@@ -211,9 +237,7 @@ class RemoteRolloutStage:
                 return
             item.requeues += 1
             item.payload = dict(item.payload, weights=dataclasses.asdict(self._weights()))
-            new_id = self.task_id(item.uid, item.requeues)
-            pending[new_id] = item
-            self._put(new_id, item.payload, counters)
+            pending[self._put(self.task_id(item.uid, item.requeues), item.payload, counters)] = item
             return
         counters["redelivered"] += int(result.get("attempt", 1) > 1)
         for key, value in (result.get("counters") or {}).items():
@@ -279,7 +303,8 @@ class RemoteRolloutStage:
 
     def recover(self) -> list[str]:
         """Re-put the outstanding tasks the queue no longer knows (neither queued, leased, resulted nor
-        dead-lettered: a Redis restart without persistence) and announce the newest weights again."""
+        dead-lettered: a Redis restart without persistence) and announce the newest weights again.
+        Released tasks are never outstanding (and the queue refuses them), so none is re-put."""
         dead = {d.task_id for d in self.queue.dead_letters()} if self._outstanding else set()
         requeued = self.queue.recover({tid: item.payload for tid, item in self._outstanding.items()
                                        if tid not in dead})
