@@ -69,6 +69,9 @@ def demo_config(settings: DemoSettings, data_dir: Path, model_dir: Path) -> RunC
         "algorithm.loss_agg_mode=seq-mean-token-mean",
         f"worker.actor.model_path={model_dir}", f"worker.actor.optim.lr={settings.lr}",
         "worker.actor.optim.weight_decay=0.0", "worker.actor.gradient_checkpointing=false",
+        # At lr 1e-3 a constant rate let temporal grounding reach tIoU 0.66 by step 52 and
+        # collapse to 0.08 by step 80; decaying it keeps what was learnt.
+        "worker.actor.optim.schedule=cosine", "worker.actor.optim.min_lr_ratio=0.1",
         f"worker.actor.mini_batch_size={max(1, settings.batch_questions // 2)}",
         f"worker.actor.ppo_epochs={settings.ppo_epochs}", "worker.actor.micro_batch_token_budget=16384",
         f"worker.rollout.n={settings.group_size}", f"worker.rollout.seed={settings.seed}",
