@@ -166,3 +166,14 @@ def test_difficulty_filter_accounts_for_every_question(tmp_path, demo_data, tiny
     kept_ids = [_json.loads(line)["problem_id"] for line in out.read_text().splitlines()]
     assert kept_ids == [pid for pid, rate in report.pass_rates.items() if 0.0 < rate < 1.0]
     assert _json.loads((tmp_path / "kept.jsonl.report.json").read_text())["total"] == total
+
+
+def test_trainer_refuses_a_torchrun_world(tmp_path, demo_data, tiny_model_dir, monkeypatch):
+    """Each torchrun rank would roll out its own batch, but the actor splits one shared batch:
+    the trainer says how to run on several GPUs instead of failing at the first update."""
+    from easyvideor1.errors import ConfigError
+    from easyvideor1.train.trainer import RLTrainer
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(ConfigError, match=r"WORLD_SIZE=2.*distributed\.train_ranks"):
+        RLTrainer(_config(tmp_path, demo_data, tiny_model_dir, "trainer.total_steps=1"))

@@ -7,6 +7,7 @@ same interfaces (configuration, not a second loop).
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from collections import defaultdict
@@ -23,6 +24,7 @@ from easyvideor1.algos.kl import AdaptiveKLController, FixedKLController, apply_
 from easyvideor1.algos.mix_policy import MixPolicyConfig
 from easyvideor1.config.schema import RunConfig
 from easyvideor1.data import Sample, load_samples
+from easyvideor1.errors import ConfigError
 from easyvideor1.logging import event, get_logger
 from easyvideor1.prompts.renderer import PromptRenderer
 from easyvideor1.rewards.client import open_reward_client
@@ -105,6 +107,15 @@ class RLTrainer:
         """``actor`` replaces the in-process :class:`Actor` with any object of the same methods
         (e.g. a group of FSDP ranks running as Ray actors, services/trainer)."""
         self.cfg = cfg
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            # Under torchrun every rank would run its own rollouts, while the actor splits one
+            # batch that all ranks share (train/data_parallel.py): multi-GPU training is the
+            # driver plus FSDP ranks as Ray actors.
+            raise ConfigError(
+                f"RLTrainer is one driver process but WORLD_SIZE={os.environ['WORLD_SIZE']}: do not start it under "
+                "torchrun; set distributed.train_ranks=N and run `python -m services.trainer.entrypoint` "
+                "(FSDP ranks as Ray actors, docs/distributed.md)"
+            )
         self.world = init_world(cfg.trainer.device)
         seed_everything(cfg.trainer.seed + self.world.rank)
         self.output_dir = Path(cfg.trainer.output_dir)
