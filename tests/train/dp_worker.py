@@ -80,25 +80,10 @@ def perturb_reference(actor, scale: float = 0.05) -> None:
 def run_split_world(world_size: int, model_dir: Path, media: Path, out: Path, *, port: int, precision: str = "fp32",
                     timeout: float = 600) -> list[dict]:
     """Start ``world_size`` ranks of this script; return every rank's saved results (rank order)."""
-    import subprocess
+    from fsdp_worker import launch_world
 
-    procs = []
-    for rank in range(world_size):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1", EVR1_FSDP_PRECISION=precision)
-        procs.append(subprocess.Popen([sys.executable, __file__, str(model_dir), str(media), str(out)], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    outputs = []
-    for proc in procs:
-        try:
-            outputs.append(proc.communicate(timeout=timeout)[0])
-        except subprocess.TimeoutExpired:
-            for p in procs:
-                p.kill()
-            raise TimeoutError(f"FSDP world of {world_size} hung (killed after {timeout}s)") from None
-    for rank, (proc, text) in enumerate(zip(procs, outputs)):
-        if proc.returncode != 0:
-            raise RuntimeError(f"rank {rank} of {world_size} failed:\n{text[-4000:]}")
+    launch_world(__file__, [str(model_dir), str(media), str(out)], world_size, port, timeout,
+                 EVR1_FSDP_PRECISION=precision)
     return [torch.load(out / f"split-world{world_size}-{precision}-rank{r}.pt", weights_only=False)
             for r in range(world_size)]
 

@@ -72,14 +72,24 @@ def run_world(world_size: int, model_dir: Path, media: Path, out: Path, *, port:
     Raises TimeoutError if the world hangs (all ranks are killed) and RuntimeError naming the
     failing rank's output tail if one fails.
     """
+    launch_world(__file__, [str(model_dir), str(media), str(out)], world_size, port, timeout,
+                 EVR1_FSDP_PRECISION=precision, EVR1_FSDP_MIXED="1" if mixed else "0")
+    return torch.load(out / f"world{world_size}-{precision}{'-mixed' if mixed else ''}.pt", weights_only=True)
+
+
+def launch_world(script: str, argv: list[str], world_size: int, port: int, timeout: float, **env_extra: str) -> None:
+    """Run ``world_size`` ranks of ``script`` (torchrun-style env) to completion.
+
+    Raises TimeoutError if the world hangs (all ranks are killed) and RuntimeError naming the
+    failing rank's output tail if one fails.
+    """
     import subprocess
 
     procs = []
     for rank in range(world_size):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1",
-                   EVR1_FSDP_PRECISION=precision, EVR1_FSDP_MIXED="1" if mixed else "0")
-        procs.append(subprocess.Popen([sys.executable, __file__, str(model_dir), str(media), str(out)], env=env,
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1", **env_extra)
+        procs.append(subprocess.Popen([sys.executable, script, *argv], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     outputs = []
     for proc in procs:
@@ -92,7 +102,6 @@ def run_world(world_size: int, model_dir: Path, media: Path, out: Path, *, port:
     for rank, (proc, text) in enumerate(zip(procs, outputs)):
         if proc.returncode != 0:
             raise RuntimeError(f"rank {rank} of {world_size} failed:\n{text[-4000:]}")
-    return torch.load(out / f"world{world_size}-{precision}{'-mixed' if mixed else ''}.pt", weights_only=True)
 
 
 def full_grads(actor) -> dict:
