@@ -179,7 +179,7 @@ class Actor:
         out: list[torch.Tensor | None] = [None] * len(items)
         for members, indices in [([items[i] for i in g], g) for g in groups] + [([p], None) for p in padding]:
             batch = self._to_device(self._collate(members))
-            with self._balanced(model, batch):
+            with self._forward_context(model, batch):
                 log_probs, _ = self._log_probs(model, batch, with_entropy=False)
             for row, index in enumerate(indices or []):
                 out[index] = log_probs[row, : len(items[index].response)].detach().float().cpu()
@@ -198,7 +198,7 @@ class Actor:
         return replace(base, advantages=torch.zeros(len(base.response)))
 
     @contextlib.contextmanager
-    def _balanced(self, model: Any, batch: ForwardBatch | PackedBatch) -> Any:
+    def _forward_context(self, model: Any, batch: ForwardBatch | PackedBatch) -> Any:
         """Every forward runs in here. Dummy vision calls first: every rank then makes the same
         sequence of calls (vision, vision, language model), whatever modalities its
         micro-batch holds. An unsharded model on a GPU computes in bf16 under autocast, as
@@ -308,7 +308,7 @@ class Actor:
         old = _padded([m.old_log_probs for m in members], length, device)
         adv = _padded([m.advantages for m in members], length, device)
         use_full_kl = algo.kl.enable and algo.kl.use_as == "loss" and algo.kl.kind == "full"
-        with self._balanced(self.model, batch) as balance:
+        with self._forward_context(self.model, batch) as balance:
             if use_full_kl:
                 logits = response_logits(self.model, batch)
                 log_softmax = torch.log_softmax(logits, dim=-1)
@@ -325,7 +325,7 @@ class Actor:
         out: dict[str, float] = {}
         if algo.kl.enable and algo.kl.use_as == "loss":
             if use_full_kl:
-                with torch.no_grad(), self._balanced(self.ref_model, batch):
+                with torch.no_grad(), self._forward_context(self.ref_model, batch):
                     ref_logits = response_logits(self.ref_model, batch)
                 kl = kl_full_from_logits(logits, ref_logits)
             else:

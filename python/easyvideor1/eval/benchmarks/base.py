@@ -102,17 +102,18 @@ class Benchmark:
     def load(self, root: Path) -> list[EvalItem]:
         raise EvalError(f"benchmark {self.name!r} does not define how to load its annotations")
 
-    def choice_item(self, row: dict[str, Any], path: Path, where: Any, options: tuple[str, ...],
-                    videos: tuple[str, ...], categories: dict[str, Any], **extra: Any) -> EvalItem:
-        """A multiple-choice item from a row with ``question_id``, ``question`` and ``answer``
-        (a letter, an index or the option's text), as several releases lay them out."""
+    def choice_item(self, item_id: Any, question: str, options: tuple[str, ...], answer: Any,
+                    videos: tuple[str, ...], categories: dict[str, Any], *, path: Path, where: Any,
+                    answer_field: str = "answer", **extra: Any) -> EvalItem:
+        """A multiple-choice item; ``answer`` is a letter, an index or the option's text as the
+        release gives it (``answer_field`` names it in errors)."""
         return EvalItem(
             benchmark=self.name,
-            id=str(field(row, "question_id", path, where, (str, int))),
-            question=field(row, "question", path, where),
+            id=str(item_id),
+            question=question,
             options=options,
             problem_type="multiple choice",
-            answer=answer_letter(field(row, "answer", path, where), options, path, where),
+            answer=answer_letter(answer, options, path, where, answer_field),
             videos=videos,
             categories=categories,
             source=f"{path}:{where}",

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from easyvideor1.eval.benchmarks.base import (
     Benchmark,
-    answer_letter,
     field,
     find_file,
     find_video,
@@ -41,16 +40,10 @@ class LongVideoBench(Benchmark):
             choice = field(row, "correct_choice", path, where, int)
             video = field(row, ("video_path", "video_id"), path, where)
             items.append(
-                EvalItem(
-                    benchmark=self.name,
-                    id=str(field(row, "id", path, where, (str, int))),
-                    question=field(row, "question", path, where),
-                    options=options,
-                    problem_type="multiple choice",
-                    answer=answer_letter(choice, options, path, where, "correct_choice"),
-                    videos=(find_video(root, ("videos", ""), video),),
-                    categories={k: row.get(k) for k in self.category_fields},
-                    source=f"{path}:{where}",
+                self.choice_item(
+                    field(row, "id", path, where, (str, int)), field(row, "question", path, where), options, choice,
+                    (find_video(root, ("videos", ""), video),), {k: row.get(k) for k in self.category_fields},
+                    path=path, where=where, answer_field="correct_choice",
                 )
             )
         return items

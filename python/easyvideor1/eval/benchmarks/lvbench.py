@@ -12,7 +12,6 @@ from pathlib import Path
 
 from easyvideor1.eval.benchmarks.base import (
     Benchmark,
-    answer_letter,
     field,
     find_file,
     find_video,
@@ -40,13 +39,10 @@ class LVBench(Benchmark):
                 spot = f"{where} qa[{index}]"
                 question, options = split_embedded_options(field(qa, "question", path, spot), path, spot)
                 types = field(qa, "question_type", path, spot, (list, str))
-                items.append(EvalItem(
-                    benchmark=self.name, id=str(field(qa, "uid", path, spot, (str, int))), question=question,
-                    options=options, problem_type="multiple choice",
-                    answer=answer_letter(field(qa, "answer", path, spot), options, path, spot),
-                    videos=(find_video(root, ("videos", "all_videos", ""), key),),
-                    categories={"question_type": types if isinstance(types, list) else [types],
-                                "video_type": row.get("type")},
-                    meta={"time_reference": qa.get("time_reference")}, source=f"{path}:{spot}",
+                items.append(self.choice_item(
+                    field(qa, "uid", path, spot, (str, int)), question, options, field(qa, "answer", path, spot),
+                    (find_video(root, ("videos", "all_videos", ""), key),),
+                    {"question_type": types if isinstance(types, list) else [types], "video_type": row.get("type")},
+                    path=path, where=spot, meta={"time_reference": qa.get("time_reference")},
                 ))
         return items

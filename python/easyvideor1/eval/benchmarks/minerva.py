@@ -11,7 +11,6 @@ from pathlib import Path
 
 from easyvideor1.eval.benchmarks.base import (
     Benchmark,
-    answer_letter,
     field,
     find_file,
     find_video,
@@ -49,21 +48,13 @@ class Minerva(Benchmark):
                 else field(row, "answer", path, where)
             )
             types = row.get("question_type")
+            video = str(field(row, "video_id", path, where, (str, int)))
             items.append(
-                EvalItem(
-                    benchmark=self.name,
-                    id=str(field(row, "key", path, where, (str, int))),
-                    question=field(row, "question", path, where),
-                    options=options,
-                    problem_type="multiple choice",
-                    answer=answer_letter(answer, options, path, where, "answer_id"),
-                    videos=(
-                        find_video(
-                            root, ("videos", ""), str(field(row, "video_id", path, where, (str, int)))
-                        ),
-                    ),
-                    categories={"question_type": types, "category": row.get("category")},
-                    source=f"{path}:{where}",
+                self.choice_item(
+                    field(row, "key", path, where, (str, int)), field(row, "question", path, where), options, answer,
+                    (find_video(root, ("videos", ""), video),),
+                    {"question_type": types, "category": row.get("category")},
+                    path=path, where=where, answer_field="answer_id",
                 )
             )
         return items

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from easyvideor1.eval.benchmarks.base import (
     Benchmark,
-    answer_letter,
     field,
     find_file,
     find_video,
@@ -50,16 +49,9 @@ class MotionBench(Benchmark):
                 if uid is None:
                     raise AnnotationError(str(path), spot, "uid", "missing")
                 items.append(
-                    EvalItem(
-                        benchmark=self.name,
-                        id=str(uid),
-                        question=question,
-                        options=options,
-                        problem_type="multiple choice",
-                        answer=answer_letter(answer, options, path, spot),
-                        videos=(find_video(root, ("videos", ""), video),),
-                        categories={"question_type": qa.get("question_type") or row.get("question_type")},
-                        source=f"{path}:{spot}",
+                    self.choice_item(
+                        uid, question, options, answer, (find_video(root, ("videos", ""), video),),
+                        {"question_type": qa.get("question_type") or row.get("question_type")}, path=path, where=spot,
                     )
                 )
         if unlabelled:

@@ -11,7 +11,6 @@ from pathlib import Path
 
 from easyvideor1.eval.benchmarks.base import (
     Benchmark,
-    answer_letter,
     field,
     find_file,
     find_video,
@@ -39,16 +38,10 @@ class VideoHolmes(Benchmark):
             options = options_from_dict(field(row, "Options", path, where, dict), path, where, "Options")
             video = str(field(row, "video ID", path, where, (str, int)))
             items.append(
-                EvalItem(
-                    benchmark=self.name,
-                    id=str(field(row, "Question ID", path, where, (str, int))),
-                    question=field(row, "Question", path, where),
-                    options=options,
-                    problem_type="multiple choice",
-                    answer=answer_letter(field(row, "Answer", path, where), options, path, where, "Answer"),
-                    videos=(find_video(root, ("videos_cropped", "videos", ""), video),),
-                    categories={"question_type": row.get("Question Type")},
-                    source=f"{path}:{where}",
+                self.choice_item(
+                    field(row, "Question ID", path, where, (str, int)), field(row, "Question", path, where), options,
+                    field(row, "Answer", path, where), (find_video(root, ("videos_cropped", "videos", ""), video),),
+                    {"question_type": row.get("Question Type")}, path=path, where=where, answer_field="Answer",
                 )
             )
         return items

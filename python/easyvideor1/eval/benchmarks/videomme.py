@@ -43,8 +43,9 @@ class VideoMME(Benchmark):
             video = field(row, ("videoID", "video_id"), path, where)
             items.append(
                 self.choice_item(
-                    row, path, where, options, (find_video(root, ("data", "videos", ""), video),),
-                    {k: row.get(k) for k in self.category_fields},
+                    field(row, "question_id", path, where, (str, int)), field(row, "question", path, where),
+                    options, field(row, "answer", path, where), (find_video(root, ("data", "videos", ""), video),),
+                    {k: row.get(k) for k in self.category_fields}, path=path, where=where,
                 )
             )
         return items

@@ -132,9 +132,11 @@ class VideoMMEv2(Benchmark):
                 options = _options(row, path, where)
                 items.append(
                     self.choice_item(
-                        row, path, where, options, (find_video(root, ("data", "videos", ""), video),),
+                        field(row, "question_id", path, where, (str, int)), field(row, "question", path, where),
+                        options, field(row, "answer", path, where),
+                        (find_video(root, ("data", "videos", ""), video),),
                         {"group_type": group["group_type"], **{k: group[k] for k in GROUP_FIELDS}},
-                        meta={"group": video, "structure": group["structure"]},
+                        path=path, where=where, meta={"group": video, "structure": group["structure"]},
                     )
                 )
         return items
