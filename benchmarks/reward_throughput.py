@@ -20,9 +20,9 @@ import itertools
 import os
 import time
 
+from easyvideor1.config.schema import RewardConfig
 from easyvideor1.rewards.client import HttpRewardClient, InProcessRewardClient, prepare_item
 from easyvideor1.rewards.registry import score
-from easyvideor1.rewards.types import RewardConfig
 from services.reward.examples import CHEAP, TEXT, mixed_batch
 from services.reward.launch import reward_server
 

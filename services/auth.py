@@ -18,6 +18,6 @@ def resolve_token(token_env: str | None, default_env: str) -> str | None:
     if token_env:
         token = os.environ.get(token_env)
         if not token:  # an explicit auth request must never fall back to an open service
-            raise ConfigError(f"--token-env {token_env}: that environment variable is unset or empty")
+            raise ConfigError(f"token_env {token_env}: that environment variable is unset or empty")
         return token
     return os.environ.get(default_env) or None

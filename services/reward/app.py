@@ -1,4 +1,4 @@
-"""FastAPI app of the reward service: ``create_app(settings)``.
+"""FastAPI app of the reward service: ``create_app(cfg)``.
 
 Routes: ``POST /v1/score``, ``POST /v1/score/{problem_type}``, ``GET /v1/problem-types``,
 ``GET /healthz`` (liveness), ``GET /readyz`` (scorers imported and workers up),
@@ -18,7 +18,6 @@ import os
 import re
 import time
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request
@@ -29,10 +28,10 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.requests import ClientDisconnect
 
 from easyvideor1 import __version__
+from easyvideor1.config.schema import RewardServiceConfig, RunConfig
 from easyvideor1.logging import event, get_logger
-from easyvideor1.rewards.client import DEFAULT_MAX_ITEM_CHARS, json_type_name, jsonable, prepare_item
+from easyvideor1.rewards.client import json_type_name, jsonable, prepare_item
 from easyvideor1.rewards.registry import UnknownProblemType, canonical_problem_type, scorer_specs
-from easyvideor1.rewards.types import RewardConfig
 from services.reward import schemas
 from services.reward.metrics import RewardMetrics
 from services.reward.pool import ScoringPool
@@ -41,19 +40,6 @@ _log = get_logger("services.reward")
 DRAIN_CAP = 64 << 20  # bytes of an oversized body read and dropped so the client sees the 413
 _THREAD_PARSE_BYTES = 1 << 20  # larger bodies are parsed off the event loop
 _THREAD_PREPARE_ITEMS = 512
-
-
-@dataclass(frozen=True)
-class RewardServiceSettings:
-    workers: int = field(default_factory=lambda: len(os.sched_getaffinity(0)))
-    max_batch: int = 4096
-    max_body_bytes: int = 32 << 20
-    token: str | None = None  # bearer token; None = no auth
-    item_timeout: float = 60.0
-    config: RewardConfig = field(default_factory=RewardConfig)
-    max_item_chars: int = DEFAULT_MAX_ITEM_CHARS
-    ready_wait_s: float = 30.0  # a score request during warm-up waits this long, then 503
-    shutdown_grace_s: float = 5.0
 
 
 class _State:
@@ -68,8 +54,13 @@ def _problem_route(name: str) -> str:
     return "/v1/score/" + re.sub(r"\s+", "-", name)
 
 
-def create_app(settings: RewardServiceSettings | None = None) -> FastAPI:
-    settings = settings or RewardServiceSettings()
+def create_app(cfg: RunConfig | None = None, *, token: str | None = None, ready_wait_s: float = 30.0,
+               shutdown_grace_s: float = 5.0) -> FastAPI:
+    """The service of ``cfg.serve.reward``, scoring as ``cfg.worker.reward`` says; ``token``: bearer
+    token (None: open); a score request during warm-up waits ``ready_wait_s``, then 503."""
+    cfg = cfg or RunConfig()
+    service, reward = cfg.serve.reward, cfg.worker.reward
+    workers = reward.workers or len(os.sched_getaffinity(0))
     metrics = RewardMetrics()
     state = _State()
 
@@ -77,7 +68,7 @@ def create_app(settings: RewardServiceSettings | None = None) -> FastAPI:
         try:
             specs = await asyncio.to_thread(scorer_specs)
             state.heavy = {name: spec.heavy for name, spec in specs.items()}
-            state.pool = ScoringPool(settings.workers, settings.config, settings.item_timeout, metrics)
+            state.pool = ScoringPool(workers, reward, reward.timeout_s, metrics)
             await state.pool.start()
         except Exception as exc:  # stay alive and say why on /readyz instead of crash-looping
             state.error = f"warm-up failed: {type(exc).__name__}: {exc}"
@@ -85,7 +76,7 @@ def create_app(settings: RewardServiceSettings | None = None) -> FastAPI:
             return
         state.ready.set()
         event(_log, "reward_service_ready", workers=state.pool.live, scorers=len(state.heavy),
-              item_timeout_s=settings.item_timeout, auth=settings.token is not None)
+              item_timeout_s=reward.timeout_s, auth=token is not None)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -95,7 +86,7 @@ def create_app(settings: RewardServiceSettings | None = None) -> FastAPI:
         finally:
             task.cancel()
             if state.pool is not None:
-                await state.pool.close(settings.shutdown_grace_s)
+                await state.pool.close(shutdown_grace_s)
             event(_log, "reward_service_stopped")
 
     app = FastAPI(title="easyvideor1 reward service", version=__version__, lifespan=lifespan,
@@ -106,18 +97,18 @@ def create_app(settings: RewardServiceSettings | None = None) -> FastAPI:
     bearer = HTTPBearer(auto_error=False, description="set when the service runs with a token")
 
     def require_token(creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
-        if creds is None or not hmac.compare_digest(creds.credentials.encode(), settings.token.encode()):
+        if creds is None or not hmac.compare_digest(creds.credentials.encode(), token.encode()):
             raise HTTPException(401, "missing or invalid bearer token", headers={"WWW-Authenticate": "Bearer"})
 
-    protected = [Depends(require_token)] if settings.token else []
-    auth_codes = (401,) if settings.token else ()
+    protected = [Depends(require_token)] if token else []
+    auth_codes = (401,) if token else ()
     body_doc = {"requestBody": {"required": True, "content": {"application/json": {
         "schema": {"$ref": "#/components/schemas/ScoreBatchRequest"}}}}}
 
     async def wait_ready() -> None:
         if not state.ready.is_set() and state.error is None:
             try:
-                await asyncio.wait_for(state.ready.wait(), settings.ready_wait_s)
+                await asyncio.wait_for(state.ready.wait(), ready_wait_s)
             except TimeoutError:
                 pass
         if not state.ready.is_set():
@@ -149,14 +140,14 @@ def create_app(settings: RewardServiceSettings | None = None) -> FastAPI:
                 known = sorted(state.heavy)
                 return JSONResponse({"detail": f"unknown problem_type {raw_type!r}; known: {', '.join(known)}",
                                      "known": known}, status_code=404)
-        items = _parse_items(await _read_body(request, settings.max_body_bytes, request.headers), settings)
+        items = _parse_items(await _read_body(request, service.max_body_bytes, request.headers), service)
         if isinstance(items, bytes):  # large body: parse off the loop, then check
-            items = _check_items(await asyncio.to_thread(_loads, items), settings)
+            items = _check_items(await asyncio.to_thread(_loads, items), service)
         metrics.batch_items.observe(len(items))
 
         def prepare() -> list:
-            return [prepare_item(raw, settings.config, route_type=route_type,
-                                 max_item_chars=settings.max_item_chars) for raw in items]
+            return [prepare_item(raw, reward, route_type=route_type,
+                                 max_item_chars=service.max_item_chars) for raw in items]
 
         prepared = await asyncio.to_thread(prepare) if len(items) > _THREAD_PREPARE_ITEMS else prepare()
         todo = [k for k, p in enumerate(prepared) if p.request is not None]
@@ -233,10 +224,10 @@ def create_app(settings: RewardServiceSettings | None = None) -> FastAPI:
             doc = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
             request = schemas.ScoreBatchRequest.model_json_schema(ref_template="#/components/schemas/{model}")
             defs = request.pop("$defs", {})
-            request["properties"]["items"]["maxItems"] = settings.max_batch
+            request["properties"]["items"]["maxItems"] = service.max_batch
             item = defs["ScoreItemModel"]["properties"]
             for key in ("response", "ground_truth"):
-                item[key]["maxLength"] = settings.max_item_chars
+                item[key]["maxLength"] = service.max_item_chars
             doc.setdefault("components", {}).setdefault("schemas", {}).update(defs, ScoreBatchRequest=request)
             app.openapi_schema = doc
         return app.openapi_schema
@@ -276,13 +267,13 @@ def _loads(body: bytes) -> Any:
         raise HTTPException(422, "request body is nested too deeply") from None
 
 
-def _parse_items(body: bytes, settings: RewardServiceSettings) -> list | bytes:
+def _parse_items(body: bytes, service: RewardServiceConfig) -> list | bytes:
     if len(body) > _THREAD_PARSE_BYTES:
         return body
-    return _check_items(_loads(body), settings)
+    return _check_items(_loads(body), service)
 
 
-def _check_items(payload: Any, settings: RewardServiceSettings) -> list:
+def _check_items(payload: Any, service: RewardServiceConfig) -> list:
     if not isinstance(payload, dict):
         raise HTTPException(422, "request body must be a JSON object with an 'items' list, got "
                                  f"{json_type_name(payload)}")
@@ -290,9 +281,9 @@ def _check_items(payload: Any, settings: RewardServiceSettings) -> list:
     if not isinstance(items, list):
         raise HTTPException(422, "request body must have an 'items' list"
                                  + ("" if items is None else f", got {json_type_name(items)}"))
-    if len(items) > settings.max_batch:
-        raise HTTPException(413, f"batch of {len(items)} items exceeds the limit of {settings.max_batch} items "
-                                 "(--max-batch); split it into smaller requests")
+    if len(items) > service.max_batch:
+        raise HTTPException(413, f"batch of {len(items)} items exceeds the limit of {service.max_batch} items "
+                                 "(serve.reward.max_batch); split it into smaller requests")
     return items
 
 

@@ -1,65 +1,47 @@
-"""``evr1 serve reward``: run the reward service under uvicorn (SIGTERM = graceful stop)."""
+"""``evr1 serve reward``: run the reward service under uvicorn (SIGTERM = graceful stop).
+
+Settings come from the run config (``--config RUN.yaml``): the server's from ``serve.reward``,
+how it scores (weights, scorer options and modules, the per-item time limit, workers) from
+``worker.reward``, the same section the trainer and the rollout pool score with.
+"""
 
 from __future__ import annotations
 
 import argparse
-import os
 
+from easyvideor1.config.cli import add_config_arguments, config_from_args
 from easyvideor1.logging import event, get_logger
-from easyvideor1.rewards.client import DEFAULT_MAX_ITEM_CHARS, TOKEN_ENV
-from easyvideor1.rewards.types import RewardConfig
-from services.auth import add_token_argument, resolve_token
-from services.reward.config import load_reward_config
+from easyvideor1.rewards.client import TOKEN_ENV
+from services.auth import resolve_token
 
 _log = get_logger("services.reward")
-
-
-def _positive(kind: type):
-    def parse(text: str):
-        value = kind(text)
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-        return value
-
-    parse.__name__ = kind.__name__
-    return parse
+FLAGS = ("serve.reward.host", "serve.reward.port", "serve.reward.max_batch", "serve.reward.max_body_bytes",
+         "serve.reward.max_item_chars", "serve.reward.token_env", "serve.reward.log_level",
+         "worker.reward.workers", "worker.reward.timeout_s")
 
 
 def add_parser(serve_subparsers) -> None:
     p = serve_subparsers.add_parser(
         "reward", help="reward scoring service (POST /v1/score)",
         description="Score model responses per problem type over HTTP. See docs/reward-service.md.")
-    p.add_argument("--host", default="127.0.0.1", help="bind address (0.0.0.0 in a container)")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--workers", type=_positive(int), default=None,
-                   help="scoring worker processes (default: the CPUs this process may use)")
-    p.add_argument("--max-batch", type=_positive(int), default=4096, help="items per request (more: 413)")
-    p.add_argument("--max-body-bytes", type=_positive(int), default=32 << 20, help="request body size (more: 413)")
-    p.add_argument("--max-item-chars", type=_positive(int), default=DEFAULT_MAX_ITEM_CHARS,
-                   help="longest response/ground_truth/problem per item (more: a per-item error)")
-    add_token_argument(p, TOKEN_ENV)
-    p.add_argument("--item-timeout", type=_positive(float), default=60.0, metavar="S",
-                   help="hard limit per item; the worker running it is killed and replaced")
-    p.add_argument("--config", default=None, metavar="FILE",
-                   help="YAML/JSON reward settings (RewardConfig fields, optionally under 'rewards:')")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    add_config_arguments(p, FLAGS)
     p.set_defaults(func=serve)
 
 
 def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from services.reward.app import RewardServiceSettings, create_app
+    from services.reward.app import create_app
 
-    config = load_reward_config(args.config) if args.config else RewardConfig()
-    settings = RewardServiceSettings(
-        workers=args.workers or len(os.sched_getaffinity(0)), max_batch=args.max_batch,
-        max_body_bytes=args.max_body_bytes, token=resolve_token(args.token_env, TOKEN_ENV), item_timeout=args.item_timeout,
-        config=config, max_item_chars=args.max_item_chars)
-    event(_log, "reward_service_starting", host=args.host, port=args.port, workers=settings.workers,
-          max_batch=settings.max_batch, max_body_bytes=settings.max_body_bytes, auth=settings.token is not None)
+    cfg = config_from_args(args)
+    service, reward = cfg.serve.reward, cfg.worker.reward
+    token = resolve_token(service.token_env, TOKEN_ENV)
+    app = create_app(cfg, token=token)
+    event(_log, "reward_service_starting", host=service.host, port=service.port, workers=reward.workers,
+          max_batch=service.max_batch, max_body_bytes=service.max_body_bytes, timeout_s=reward.timeout_s,
+          auth=token is not None)
     server = uvicorn.Server(uvicorn.Config(
-        create_app(settings), host=args.host, port=args.port, log_level=args.log_level, access_log=False,
-        timeout_graceful_shutdown=int(settings.item_timeout) + 5))
+        app, host=service.host, port=service.port, log_level=service.log_level, access_log=False,
+        timeout_graceful_shutdown=int(reward.timeout_s) + 5))
     server.run()
     return 0 if server.started else 1

@@ -32,10 +32,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from easyvideor1.config.schema import RewardConfig
 from easyvideor1.logging import event, get_logger
 from easyvideor1.rewards.client import score_prepared
 from easyvideor1.rewards.registry import scorer_specs
-from easyvideor1.rewards.types import RewardConfig, ScoreRequest
+from easyvideor1.rewards.types import ScoreRequest
 
 # (response, ground_truth, problem_type, options, problem, data_type, extra): ScoreRequest's order
 Payload = tuple

@@ -12,13 +12,14 @@ from easyvideor1.algos import (
     AdaptiveKLController,
     AlgoInputError,
     FixedKLController,
-    KLSettings,
     apply_kl_penalty,
     compute_entropy_from_logits,
     compute_kl,
     compute_kl_loss,
+    kl_controller,
     kl_full_from_logits,
 )
+from easyvideor1.config.schema import KLConfig
 from easyvideor1.errors import ConfigError
 
 
@@ -136,19 +137,15 @@ def test_kl_loss_uses_aggregation():
     torch.testing.assert_close(log_probs.grad, torch.tensor([[0.0, -1 / 3], [1 / 3, 0.0]]))
 
 
-def test_kl_settings_validate_and_disable():
-    assert not KLSettings().needs_reference
-    assert KLSettings(usage="loss").needs_reference
-    controller = KLSettings(usage="reward", controller="adaptive", target_kl=0.1, horizon=1000).make_controller()
-    assert isinstance(controller, AdaptiveKLController)
-    assert isinstance(KLSettings(usage="reward", coef=0.2).make_controller(), FixedKLController)
-    with pytest.raises(ConfigError, match="known: none, reward, loss"):
-        KLSettings(usage="both")
-    with pytest.raises(AlgoInputError, match="target_kl > 0"):
-        KLSettings(usage="reward", controller="adaptive", horizon=10)
-    with pytest.raises(AlgoInputError, match="only applies to usage 'reward'"):
-        KLSettings(usage="loss", controller="adaptive", target_kl=0.1, horizon=10)
-    with pytest.raises(AlgoInputError, match="cannot be used as a reward penalty"):
-        KLSettings(usage="reward", estimator="full")
-    with pytest.raises(AlgoInputError, match="only used with usage 'reward'"):
-        KLSettings(usage="none").make_controller()
+def test_kl_config_validates_and_builds_its_controller():
+    controller = kl_controller(KLConfig(enable=True, use_as="reward", adaptive=True, target=0.1, horizon=1000))
+    assert isinstance(controller, AdaptiveKLController) and controller.target == 0.1
+    assert isinstance(kl_controller(KLConfig(enable=True, use_as="reward", coef=0.2)), FixedKLController)
+    with pytest.raises(ValueError, match="use_as"):
+        KLConfig(enable=True, use_as="both")
+    with pytest.raises(ValueError, match="target"):
+        KLConfig(enable=True, use_as="reward", adaptive=True, target=0.0)
+    with pytest.raises(ValueError, match="adaptive applies to use_as=reward only"):
+        KLConfig(enable=True, use_as="loss", adaptive=True)
+    with pytest.raises(ValueError, match="cannot be used as a reward penalty"):
+        KLConfig(enable=True, use_as="reward", kind="full")

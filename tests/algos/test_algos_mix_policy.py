@@ -7,7 +7,6 @@ import torch
 
 from easyvideor1.algos import (
     AlgoInputError,
-    MixPolicyConfig,
     assemble_group,
     compute_advantage,
     encode_offline_response,
@@ -17,10 +16,11 @@ from easyvideor1.algos import (
     policy_loss_per_token,
     responses_to_generate,
 )
+from easyvideor1.config.schema import MixPolicyConfig
 
 EOS = 2
-ON = MixPolicyConfig(enabled=True)
-CONDITIONAL = MixPolicyConfig(enabled=True, conditional=True, accuracy_threshold=0.5)
+ON = MixPolicyConfig(enable=True)
+CONDITIONAL = MixPolicyConfig(enable=True, mode="conditional", accuracy_threshold=0.5)
 
 
 def encode(text):
@@ -92,8 +92,8 @@ def test_conditional_mode_injects_only_below_threshold():
     assert not passing.offline_injected and passing.responses == tuple(tuple(r) for r in online)
     with pytest.raises(AlgoInputError, match="needs 4 online_accuracies, got None"):
         build(online, "abc", config=CONDITIONAL)
-    with pytest.raises(AlgoInputError, match=r"accuracy_threshold in \(0, 1\]"):
-        MixPolicyConfig(enabled=True, conditional=True)
+    with pytest.raises(ValueError, match="accuracy_threshold"):
+        MixPolicyConfig(enable=True, mode="conditional", accuracy_threshold=0.0)
 
 
 def test_metrics_count_groups_with_offline():

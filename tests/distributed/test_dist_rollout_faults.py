@@ -22,8 +22,8 @@ from dist_helpers import log_tail, make_config, make_data, read_status, start_wo
 from safetensors.torch import load_file
 from servers import redis_server, stop_process
 
-from easyvideor1.algos.mix_policy import MixPolicyConfig
 from easyvideor1.cache.builder import build_cache
+from easyvideor1.config.schema import MixPolicyConfig
 from easyvideor1.data import load_samples
 from easyvideor1.models.inputs import PromptBuilder
 from easyvideor1.prompts.renderer import PromptRenderer
@@ -36,7 +36,7 @@ from services.reward.launch import RewardServer
 
 NAMESPACE = "faults"
 SAMPLING = SamplingConfig(max_tokens=16, temperature=1.0)
-MIX = MixPolicyConfig(enabled=True)
+MIX = MixPolicyConfig(enable=True)
 
 
 @dataclass

@@ -13,7 +13,7 @@ from dist_helpers import make_config, make_data
 from ray.serve._private.common import DeploymentID, ReplicaID
 from ray.serve.config import AutoscalingContext
 
-from easyvideor1.algos.mix_policy import MixPolicyConfig
+from easyvideor1.config.schema import MixPolicyConfig
 from easyvideor1.data import load_samples
 from easyvideor1.errors import ConfigError
 from easyvideor1.queue import open_queue
@@ -34,7 +34,7 @@ def data(tmp_path_factory):
 def _payload(sample, **changes):
     args = dict(sample=sample, uid="s0t1-0-x", prompt_text="<video>\nIs it red?", n=3,
                 sampling=SamplingConfig(max_tokens=16, temperature=0.7, top_p=0.9, stop_token_ids=(5, 7)),
-                mix=MixPolicyConfig(enabled=True, conditional=True, accuracy_threshold=0.5), max_prompt_length=900,
+                mix=MixPolicyConfig(enable=True, mode="conditional", accuracy_threshold=0.5), max_prompt_length=900,
                 max_response_length=16, video_params=VideoParams(fps=4, max_frames=8), image_params=ImageParams(),
                 weights=WeightsRef("weights-run-g0", "run/g0", 2))
     args.update(changes)

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from easyvideor1.rewards import RewardConfig, ScoreRequest, score
+from easyvideor1.config.schema import RewardConfig
+from easyvideor1.rewards import ScoreRequest, score
 from easyvideor1.rewards.code_python import parse_tests, score_code, values_equal
 from easyvideor1.rewards.extract import GroundTruthError
 

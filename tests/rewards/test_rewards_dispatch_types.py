@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from easyvideor1.rewards import RewardConfig, ScoreRequest, canonical_problem_type, score
+from easyvideor1.config.schema import RewardConfig
+from easyvideor1.rewards import ScoreRequest, canonical_problem_type, score
 
 # problem_type spelling -> (response, ground truth, options): every one a perfect answer.
 PERFECT = {

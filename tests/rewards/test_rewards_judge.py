@@ -19,8 +19,9 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
+from easyvideor1.config.schema import RewardConfig
 from easyvideor1.errors import ConfigError
-from easyvideor1.rewards import RewardConfig, ScoreRequest, score
+from easyvideor1.rewards import ScoreRequest, score
 from easyvideor1.rewards.extract import GroundTruthError
 from easyvideor1.rewards.judge import JudgeConfig, JudgeUnavailable, judge_open_ended, parse_verdict
 from easyvideor1.rewards.preference import score_preference

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from easyvideor1.algos import MixPolicyConfig
+from easyvideor1.config.schema import MixPolicyConfig
 from easyvideor1.models.tiny import random_video_input
 from easyvideor1.rollout import RolloutError, RolloutRequest, SamplingConfig, generate_groups
 
@@ -23,7 +23,7 @@ def test_unconditional_mix_policy_splices_offline_last(pairs):
     engine = pairs["qwen2_vl"].engine
     tokenizer = engine.tokenizer
     sampling = SamplingConfig(max_tokens=12, seed=9)
-    results = generate_groups(engine, _requests(), [OFFLINE, None], sampling, MixPolicyConfig(enabled=True))
+    results = generate_groups(engine, _requests(), [OFFLINE, None], sampling, MixPolicyConfig(enable=True))
     teacher, plain = results
     assert [c.is_offline for c in teacher.completions] == [False, False, False, True]
     assert [c.is_offline for c in plain.completions] == [False] * 4
@@ -34,13 +34,13 @@ def test_unconditional_mix_policy_splices_offline_last(pairs):
     assert all(len(c.logprobs) == len(c.token_ids) for c in teacher.completions[:3] + plain.completions)
     assert teacher.num_visual_tokens == 4 and teacher.prompt is not None
 
-    off = generate_groups(engine, _requests(), [OFFLINE, None], sampling, MixPolicyConfig(enabled=False))
+    off = generate_groups(engine, _requests(), [OFFLINE, None], sampling, MixPolicyConfig(enable=False))
     assert all(not c.is_offline for r in off for c in r.completions) and [len(r.completions) for r in off] == [4, 4]
 
 
 def test_conditional_mix_policy_uses_the_scorer(pairs):
     engine = pairs["qwen2_vl"].engine
-    config = MixPolicyConfig(enabled=True, conditional=True, accuracy_threshold=0.5)
+    config = MixPolicyConfig(enable=True, mode="conditional", accuracy_threshold=0.5)
     sampling = SamplingConfig(max_tokens=6, seed=2)
     seen = []
 
@@ -61,4 +61,4 @@ def test_conditional_mix_policy_uses_the_scorer(pairs):
     with pytest.raises(RolloutError, match="needs a scorer"):
         generate_groups(engine, requests, [OFFLINE, None], sampling, config)
     with pytest.raises(RolloutError, match="1 offline texts for 2 requests"):
-        generate_groups(engine, requests, [OFFLINE], sampling, MixPolicyConfig(enabled=True))
+        generate_groups(engine, requests, [OFFLINE], sampling, MixPolicyConfig(enable=True))

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from easyvideor1.config.schema import RewardConfig
 from easyvideor1.errors import ConfigError
 from easyvideor1.rewards import adapters
 from easyvideor1.rewards.client import (
@@ -20,7 +21,7 @@ from easyvideor1.rewards.client import (
     open_reward_client,
     prepare_item,
 )
-from easyvideor1.rewards.types import RewardConfig, RewardResult
+from easyvideor1.rewards.types import RewardResult
 from services.reward.config import reward_config_from_mapping
 from services.reward.examples import CHEAP, CODE_OK, TEXT, mixed_batch
 from services.reward.launch import RewardServer, free_port, reward_server

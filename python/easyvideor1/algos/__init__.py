@@ -16,21 +16,18 @@ from .dynamic_sampling import (
     overlong_penalty,
 )
 from .kl import (
-    KL_CONTROLLERS,
     KL_ESTIMATORS,
-    KL_USAGES,
     AdaptiveKLController,
     FixedKLController,
-    KLSettings,
     apply_kl_penalty,
     compute_entropy_from_logits,
     compute_kl,
     compute_kl_loss,
+    kl_controller,
     kl_full_from_logits,
 )
 from .mix_policy import (
     AssembledGroup,
-    MixPolicyConfig,
     assemble_group,
     encode_offline_response,
     mix_policy_metrics,
@@ -42,9 +39,7 @@ from .policy_loss import POLICY_LOSSES, compute_policy_loss, policy_loss_per_tok
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
-    "KL_CONTROLLERS",
     "KL_ESTIMATORS",
-    "KL_USAGES",
     "LOSS_AGG_MODES",
     "POLICY_LOSSES",
     "AdaptiveKLController",
@@ -53,8 +48,7 @@ __all__ = [
     "DynamicSamplingExhaustedError",
     "DynamicSamplingResult",
     "FixedKLController",
-    "KLSettings",
-    "MixPolicyConfig",
+    "kl_controller",
     "ScoredBatch",
     "aggregate_loss",
     "apply_kl_penalty",

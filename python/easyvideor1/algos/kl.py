@@ -12,17 +12,18 @@ with :math:`\delta = \log\pi - \log\pi_{ref}` (Schulman, "Approximating KL diver
 ``full``           :math:`\sum_v \pi(v)(\log\pi(v) - \log\pi_{ref}(v))` from full logits (B, T, V)
 =================  ==============================================================
 
-KL is used in exactly one of three ways, chosen by :class:`KLSettings.usage`: ``none`` (no
-reference policy is needed at all), ``reward`` (penalty subtracted from token rewards with a fixed or
-adaptive coefficient, :func:`apply_kl_penalty`) or ``loss`` (a term added to the actor loss,
-:func:`compute_kl_loss`).
+KL is used in exactly one of three ways, chosen by the run config's ``algorithm.kl``
+(:class:`~easyvideor1.config.schema.KLConfig`): off (no reference policy is needed at all),
+``use_as: reward`` (penalty subtracted from token rewards with a fixed or adaptive coefficient,
+:func:`apply_kl_penalty`, which also updates the controller once per batch) or ``use_as: loss``
+(a term added to the actor loss, :func:`compute_kl_loss`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
+
+from easyvideor1.config.schema import KLConfig
 
 from ._checks import (
     AlgoInputError,
@@ -36,8 +37,6 @@ from ._checks import (
 from .aggregation import aggregate_loss
 
 KL_ESTIMATORS: tuple[str, ...] = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "full")
-KL_USAGES: tuple[str, ...] = ("none", "reward", "loss")
-KL_CONTROLLERS: tuple[str, ...] = ("fixed", "adaptive")
 
 
 def compute_entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
@@ -194,47 +193,8 @@ def compute_kl_loss(
     return loss, {"kl_loss": loss.detach()}
 
 
-@dataclass(frozen=True)
-class KLSettings:
-    """How KL to a reference policy enters training.
-
-    usage: ``none`` (KL off, no reference log-probs computed), ``reward`` or ``loss``.
-    estimator: one of :data:`KL_ESTIMATORS` (``full`` only for ``loss``).
-    coef: fixed coefficient, or the initial one of the adaptive controller.
-    controller: ``fixed`` or ``adaptive`` (``reward`` usage only); ``adaptive`` needs
-    ``target_kl`` > 0 and ``horizon`` > 0.
-    """
-
-    usage: str = "none"
-    estimator: str = "low_var_kl"
-    coef: float = 0.001
-    controller: str = "fixed"
-    target_kl: float | None = None
-    horizon: int | None = None
-
-    def __post_init__(self) -> None:
-        choose("KL usage", self.usage, KL_USAGES)
-        choose("KL estimator", self.estimator, KL_ESTIMATORS)
-        choose("KL controller", self.controller, KL_CONTROLLERS)
-        if not self.coef >= 0:
-            raise AlgoInputError(f"KL coef must be >= 0, got {self.coef}")
-        if self.usage == "reward" and self.estimator == "full":
-            raise AlgoInputError("KL estimator 'full' needs logits and cannot be used as a reward penalty")
-        if self.controller == "adaptive":
-            if self.usage != "reward":
-                raise AlgoInputError("the adaptive KL controller only applies to usage 'reward'")
-            if self.target_kl is None or not self.target_kl > 0:
-                raise AlgoInputError(f"adaptive KL controller needs target_kl > 0, got {self.target_kl}")
-            if self.horizon is None or not self.horizon > 0:
-                raise AlgoInputError(f"adaptive KL controller needs horizon > 0, got {self.horizon}")
-
-    @property
-    def needs_reference(self) -> bool:
-        return self.usage != "none"
-
-    def make_controller(self) -> KLController:
-        if self.usage != "reward":
-            raise AlgoInputError(f"a KL controller is only used with usage 'reward', not {self.usage!r}")
-        if self.controller == "adaptive":
-            return AdaptiveKLController(self.coef, self.target_kl, self.horizon)
-        return FixedKLController(self.coef)
+def kl_controller(kl: KLConfig) -> KLController:
+    """The coefficient controller of ``algorithm.kl``: adaptive (reward penalty only) or fixed."""
+    if kl.adaptive:
+        return AdaptiveKLController(kl.coef, kl.target, kl.horizon)
+    return FixedKLController(kl.coef)

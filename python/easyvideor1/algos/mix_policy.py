@@ -21,23 +21,9 @@ from dataclasses import dataclass
 
 import torch
 
+from easyvideor1.config.schema import MixPolicyConfig
+
 from ._checks import AlgoInputError, check_float_tensor, check_mask, zero_masked
-
-
-@dataclass(frozen=True)
-class MixPolicyConfig:
-    """enabled: use offline trajectories; conditional: inject only when online accuracy <
-    ``accuracy_threshold`` (a value in (0, 1], required in conditional mode)."""
-
-    enabled: bool = False
-    conditional: bool = False
-    accuracy_threshold: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.conditional:
-            threshold = self.accuracy_threshold
-            if threshold is None or not 0.0 < threshold <= 1.0:
-                raise AlgoInputError(f"conditional mix-policy needs accuracy_threshold in (0, 1], got {threshold}")
 
 
 @dataclass(frozen=True)
@@ -60,7 +46,7 @@ def _check_n(n: int) -> None:
 def responses_to_generate(n: int, has_offline: bool, config: MixPolicyConfig) -> int:
     """How many responses the rollout engine samples for one prompt: n - 1 or n (module docstring)."""
     _check_n(n)
-    if config.enabled and has_offline and not config.conditional:
+    if config.enable and has_offline and not config.conditional:
         if n < 2:
             raise AlgoInputError("mix-policy needs a group size n >= 2 (n - 1 online + 1 offline)")
         return n - 1
@@ -105,7 +91,7 @@ def assemble_group(
     online = [tuple(int(token) for token in response) for response in generated]
     if len(online) != expected:
         raise AlgoInputError(f"expected {expected} generated response(s) for a group of {n}, got {len(online)}")
-    if not (config.enabled and has_offline):
+    if not (config.enable and has_offline):
         return AssembledGroup(tuple(online), (False,) * n)
     if config.conditional:
         if online_accuracies is None or len(online_accuracies) != n:

@@ -72,6 +72,15 @@ class KLConfig(Section):
     target: float = Field(0.1, gt=0, description="Target KL of the adaptive controller.")
     horizon: int = Field(10000, gt=0, description="Horizon of the adaptive controller.")
 
+    @model_validator(mode="after")
+    def _usage(self) -> KLConfig:
+        if self.enable and self.use_as == "reward" and self.kind == "full":
+            raise ValueError("algorithm.kl.kind 'full' needs logits and cannot be used as a reward penalty "
+                             "(use_as=reward): use a per-token estimator")
+        if self.enable and self.adaptive and self.use_as != "reward":
+            raise ValueError("algorithm.kl.adaptive applies to use_as=reward only")
+        return self
+
 
 class DynamicSamplingConfig(Section):
     enable: bool = Field(False, description="DAPO online filtering: drop groups whose mean metric is 0 or 1.")
@@ -91,7 +100,11 @@ class MixPolicyConfig(Section):
     enable: bool = Field(False, description="Put a sample's offline trajectory in the last slot of its group.")
     mode: Literal["always", "conditional"] = Field("always", description="conditional: only when the "
                                                    "online group's accuracy is below the threshold.")
-    accuracy_threshold: float = Field(0.5, ge=0, le=1, description="Threshold of the conditional mode.")
+    accuracy_threshold: float = Field(0.5, gt=0, le=1, description="Threshold of the conditional mode.")
+
+    @property
+    def conditional(self) -> bool:
+        return self.enable and self.mode == "conditional"
 
 
 class AlgorithmConfig(Section):
@@ -168,24 +181,70 @@ class RolloutConfig(Section):
     tensor_parallel_size: int = Field(1, ge=1, description="vLLM tensor parallelism.")
     enforce_eager: bool = Field(True, description="Disable CUDA graphs in vLLM.")
     seed: int = Field(0, description="Sampling seed.")
+    kv_cache_gib: float = Field(1.0, gt=0, description="vLLM KV-cache size per engine on CPU, in GiB: given "
+                                "explicitly, never a share of the host's RAM (on GPUs gpu_memory_utilization "
+                                "applies).")
+    max_num_seqs: int = Field(64, ge=1, description="Most sequences one vLLM engine runs at once.")
 
 
-class RewardSection(Section):
+class RewardConfig(Section):
+    """How responses are scored: by the trainer, the rollout pool and the reward service alike."""
+
     url: str | None = Field(None, description="Reward service URL; null scores in-process.")
-    accuracy_weight: float = Field(0.9, ge=0, description="Weight of accuracy in the overall reward.")
-    format_weight: float = Field(0.1, ge=0, description="Weight of format in the overall reward.")
+    accuracy_weight: float = Field(0.9, ge=0, allow_inf_nan=False,
+                                   description="Weight of accuracy in the overall reward.")
+    format_weight: float = Field(0.1, ge=0, allow_inf_nan=False, description="Weight of format in the overall reward.")
     default_problem_type: str | None = Field(None, description="Scorer for unknown problem types "
                                              "(null: an unknown type is an error).")
     answer_tag_policy: Literal["last", "first", "only"] = Field("last", description="Which <answer> tag counts.")
-    scorer_options: dict[str, dict] = Field(default_factory=dict, description="Per-type scorer settings.")
-    extra_scorer_modules: list[str] = Field(default_factory=list, description="Modules to import that "
-                                            "register more scorers.")
+    scorer_options: dict[str, dict] = Field(default_factory=dict, description="Per-type scorer settings, keyed "
+                                            "by problem type (e.g. numerical: {rel_tol: 0.01}).")
+    extra_scorer_modules: list[str] = Field(default_factory=list, description="Modules imported before scoring "
+                                            "(in every scoring process) that register more scorers.")
+    timeout_s: float = Field(30.0, gt=0, allow_inf_nan=False, description="Hard time limit per scored item: the "
+                             "process scoring an item that overruns is killed and the item scores 0 with an "
+                             "error (in-process and in the reward service alike).")
+    workers: int | None = Field(None, ge=1, description="Scoring worker processes (in-process client and reward "
+                                "service); null: the CPUs this process may use.")
+
+    @model_validator(mode="after")
+    def _canonical_types(self) -> RewardConfig:
+        # Problem-type spellings resolve to one scorer name here, once, for every consumer.
+        from easyvideor1.rewards.registry import (
+            UnknownProblemType,
+            canonical_problem_type,
+            load_scorer_modules,
+        )
+
+        try:
+            load_scorer_modules(self.extra_scorer_modules)
+        except ImportError as exc:
+            raise ValueError(f"extra_scorer_modules: cannot import {exc.name or exc}: {exc}") from None
+        try:
+            if self.default_problem_type is not None:
+                canonical = canonical_problem_type(self.default_problem_type)
+                if canonical != self.default_problem_type:
+                    self.__dict__["default_problem_type"] = canonical
+            options = {canonical_problem_type(k): dict(v) for k, v in self.scorer_options.items()}
+        except UnknownProblemType as exc:
+            raise ValueError(str(exc)) from None
+        if options != self.scorer_options:
+            self.__dict__["scorer_options"] = options
+        return self
+
+    def scoring_fields(self) -> dict:
+        """The fields that decide a score (what a task or a request carries), JSON-ready."""
+        return self.model_dump(mode="json", include=SCORING_FIELDS)
+
+
+SCORING_FIELDS = frozenset({"accuracy_weight", "format_weight", "default_problem_type", "answer_tag_policy",
+                            "scorer_options", "extra_scorer_modules", "timeout_s"})
 
 
 class WorkerConfig(Section):
     actor: ActorConfig = Field(default_factory=ActorConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
-    reward: RewardSection = Field(default_factory=RewardSection)
+    reward: RewardConfig = Field(default_factory=RewardConfig)
 
 
 class TrainerConfig(Section):
@@ -241,6 +300,86 @@ class KubernetesConfig(Section):
     service_account: str | None = Field(None, description="Service account of the pods.")
 
 
+LogLevel = Literal["debug", "info", "warning", "error"]
+
+
+class RewardServiceConfig(Section):
+    """``evr1 serve reward``; how it scores (weights, scorers, time limit, workers) is worker.reward."""
+
+    host: str = Field("127.0.0.1", description="Bind address (0.0.0.0 in a container).")
+    port: int = Field(8000, ge=0, le=65535, description="HTTP port.")
+    max_batch: int = Field(4096, ge=1, description="Items per request (more: 413).")
+    max_body_bytes: int = Field(32 << 20, ge=1, description="Request body size (more: 413).")
+    max_item_chars: int = Field(262_144, ge=1, description="Longest response/ground_truth/problem per item "
+                                "(more: a per-item error).")
+    token_env: str | None = Field(None, description="Require 'Authorization: Bearer $VAR' with this variable "
+                                  "(null: $EVR1_REWARD_TOKEN when it is set, else open).")
+    log_level: LogLevel = Field("info", description="Server log level.")
+
+
+class FrameCacheServiceConfig(Section):
+    """``evr1 serve frame-cache``; its backing store is data.frame_cache.store."""
+
+    host: str = Field("127.0.0.1", description="Bind address (0.0.0.0 in a container).")
+    port: int = Field(8001, ge=0, le=65535, description="HTTP port.")
+    queue_url: str = Field("memory://frame-cache", description="Build queue: redis://host:port/db (shared by "
+                           "replicas) or memory://NAME (this process).")
+    namespace: str = Field("frame-cache", description="Build-queue namespace (one per deployment).")
+    build_workers: int = Field(1, ge=0, description="Threads running builds in this process (0: serve and "
+                               "enqueue only).")
+    build_processes: int = Field(2, ge=1, description="Decoding processes per running build.")
+    file_timeout_s: float = Field(600.0, gt=0, description="Seconds per media file before its decoding process "
+                                  "is killed.")
+    build_lease_s: float = Field(3600.0, gt=0, description="A build unfinished after this long is handed to "
+                                 "another worker.")
+    build_attempts: int = Field(3, ge=1, description="Deliveries of a build before it is reported failed.")
+    worker_only: bool = Field(False, description="Run build workers only (no HTTP server); needs a redis:// queue.")
+    read_only: bool = Field(False, description="Refuse PUT and DELETE of blobs.")
+    max_blob_bytes: int = Field(1 << 30, ge=1, description="Largest PUT body.")
+    token_env: str | None = Field(None, description="Require 'Authorization: Bearer $VAR' with this variable "
+                                  "(null: $EVR1_FRAME_CACHE_TOKEN when it is set, else open).")
+    shutdown_grace_s: float = Field(10.0, gt=0, description="Seconds running builds get after SIGTERM.")
+    log_level: LogLevel = Field("info", description="Server log level.")
+
+
+class RolloutPoolConfig(Section):
+    """``evr1 serve rollout`` (Ray Serve) and ``python -m easyvideor1.rollout.worker``: the engines are
+    worker.rollout, the model worker.actor.model_path, the queue and stores distributed.*."""
+
+    replicas: int | None = Field(None, ge=1, description="Fixed replica count (null: autoscale between "
+                                 "min_replicas and max_replicas on the queue backlog).")
+    min_replicas: int = Field(1, ge=1, description="Autoscaling lower bound.")
+    max_replicas: int = Field(1, ge=1, description="Autoscaling upper bound.")
+    tasks_per_replica: int = Field(16, ge=1, description="Autoscaling target backlog per replica.")
+    batch_size: int = Field(8, ge=1, description="Tasks leased per engine call.")
+    visibility_timeout_s: float = Field(300.0, gt=0, description="Seconds before a leased, unacked task is "
+                                        "delivered to another worker.")
+    max_attempts: int = Field(3, ge=1, description="Deliveries before a task is dead-lettered.")
+    weights_timeout_s: float = Field(300.0, gt=0, description="Longest wait for a wanted policy version.")
+    reward_patience_s: float = Field(120.0, gt=0, description="How long scoring is retried while the reward "
+                                     "service is unavailable.")
+    num_cpus: float = Field(1.0, gt=0, description="CPUs per replica.")
+    num_gpus: float = Field(0.0, ge=0, description="GPUs per replica.")
+    http_host: str = Field("127.0.0.1", description="Ray Serve HTTP proxy address.")
+    http_port: int = Field(8000, ge=0, le=65535, description="Ray Serve HTTP proxy port.")
+    app_name: str = Field("rollout", description="Serve application name.")
+    route_prefix: str = Field("/", description="Serve route prefix.")
+    ready_timeout_s: float = Field(600.0, gt=0, description="Seconds to wait for every replica to be ready.")
+
+    @model_validator(mode="after")
+    def _bounds(self) -> RolloutPoolConfig:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(f"serve.rollout.min_replicas ({self.min_replicas}) must be <= max_replicas "
+                             f"({self.max_replicas})")
+        return self
+
+
+class ServeConfig(Section):
+    reward: RewardServiceConfig = Field(default_factory=RewardServiceConfig)
+    frame_cache: FrameCacheServiceConfig = Field(default_factory=FrameCacheServiceConfig)
+    rollout: RolloutPoolConfig = Field(default_factory=RolloutPoolConfig)
+
+
 class RunConfig(Section):
     data: DataConfig = Field(default_factory=DataConfig)
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
@@ -248,3 +387,4 @@ class RunConfig(Section):
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     distributed: DistributedConfig = Field(default_factory=DistributedConfig)
     kubernetes: KubernetesConfig = Field(default_factory=KubernetesConfig)
+    serve: ServeConfig = Field(default_factory=ServeConfig)

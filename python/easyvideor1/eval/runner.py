@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from easyvideor1.cache import FrameLoader, open_store
+from easyvideor1.config.schema import RewardConfig
 from easyvideor1.eval.benchmarks.base import get_benchmark
 from easyvideor1.eval.benchmarks.common import ScoringContext
 from easyvideor1.eval.pipeline import BenchPlan, Pipeline, StageOptions
@@ -24,7 +25,6 @@ from easyvideor1.eval.results import ResultsLog, record_key
 from easyvideor1.eval.types import EvalError
 from easyvideor1.logging import event, get_logger
 from easyvideor1.models.families import detect_family
-from easyvideor1.rewards import RewardConfig
 from easyvideor1.rollout.base import SamplingConfig
 from easyvideor1.video.metadata import ImageParams, VideoParams
 

@@ -14,10 +14,9 @@ from easyvideor1.rewards.registry import (
     score,
     scorer_specs,
 )
-from easyvideor1.rewards.types import RewardConfig, RewardResult, Score, ScoreRequest
+from easyvideor1.rewards.types import RewardResult, Score, ScoreRequest
 
 __all__ = [
-    "RewardConfig",
     "RewardResult",
     "Score",
     "ScoreRequest",

@@ -28,9 +28,9 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from easyvideor1.config.schema import RewardConfig
 from easyvideor1.logging import event, get_logger
 from easyvideor1.rewards.client import URL_ENV, RewardClient, RewardResult, open_reward_client
-from easyvideor1.rewards.types import RewardConfig
 
 _log = get_logger("rewards.adapters")
 _CLIENTS: dict[tuple[int, str], RewardClient] = {}

@@ -26,10 +26,11 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, fields
 from typing import Any
 
+from easyvideor1.config.schema import RewardConfig
 from easyvideor1.errors import ConfigError, EasyVideoR1Error
 from easyvideor1.logging import event, get_logger
 from easyvideor1.rewards.registry import UnknownProblemType, canonical_problem_type, score
-from easyvideor1.rewards.types import RewardConfig, RewardResult, ScoreRequest
+from easyvideor1.rewards.types import RewardResult, ScoreRequest
 
 # Longest response / ground truth / problem accepted per item; longer is a per-item error
 # (a runaway generation, not an answer) so one item cannot stall a scorer for the batch.

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
 
+from easyvideor1.config.schema import RewardConfig
 from easyvideor1.errors import EasyVideoR1Error
-from easyvideor1.rewards.types import RewardConfig, RewardResult, Score, ScoreRequest
+from easyvideor1.rewards.types import RewardResult, Score, ScoreRequest
 
 ScorerFn = Callable[[ScoreRequest, dict[str, Any]], Score]
 

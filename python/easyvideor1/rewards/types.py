@@ -47,20 +47,3 @@ class RewardResult:
             "details": self.details,
             "error": self.error,
         }
-
-
-@dataclass(frozen=True)
-class RewardConfig:
-    """Weights of the overall reward and the dispatcher's policy for unknown types.
-
-    ``overall = accuracy_weight * accuracy + format_weight * format``.
-    ``scorer_options`` passes per-type settings, keyed by canonical problem type
-    (e.g. ``{"numerical": {"rel_tol": 0.01}}``).
-    """
-
-    accuracy_weight: float = 0.9
-    format_weight: float = 0.1
-    default_problem_type: str | None = None
-    answer_tag_policy: str = "last"  # last | first | only (several <answer> tags)
-    scorer_options: dict[str, dict[str, Any]] = field(default_factory=dict)
-    timeout_s: float = 30.0

@@ -12,7 +12,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
-from easyvideor1.algos.mix_policy import MixPolicyConfig, assemble_group, responses_to_generate
+from easyvideor1.algos.mix_policy import assemble_group, responses_to_generate
+from easyvideor1.config.schema import MixPolicyConfig
 from easyvideor1.rollout.base import (
     Completion,
     RolloutEngine,
@@ -50,7 +51,7 @@ def generate_groups(engine: RolloutEngine, requests: Sequence[RolloutRequest],
     results = []
     for request, text, result in zip(requests, offline_texts, online):
         accuracies = None
-        if config.enabled and config.conditional and text is not None:
+        if config.conditional and text is not None:
             accuracies = list(scorer(request, result.completions))
         group = assemble_group([c.token_ids for c in result.completions], text, n=request.n, config=config,
                                encode=encode, eos_token_id=eos, max_response_length=limit,

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from easyvideor1.algos.mix_policy import MixPolicyConfig
 from easyvideor1.cache import FrameLoader
+from easyvideor1.config.schema import MixPolicyConfig
 from easyvideor1.data import Sample
 from easyvideor1.errors import EasyVideoR1Error
 from easyvideor1.logging import event, get_logger

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from easyvideor1.algos.mix_policy import MixPolicyConfig
+from easyvideor1.config.schema import MixPolicyConfig
 from easyvideor1.data import Sample
 from easyvideor1.data.schema import parse_row
 from easyvideor1.errors import EasyVideoR1Error

@@ -91,7 +91,7 @@ def cold_start_probe(trainer: Any, problem_type: str) -> dict[str, float]:
     """Sample n responses per question of one task from the current policy (no mix-policy):
     in how many groups do the responses differ in accuracy at all? Only those can teach the
     task to on-policy GRPO (the rest can at most teach the 0.1-weighted answer tag)."""
-    from easyvideor1.algos.mix_policy import MixPolicyConfig
+    from easyvideor1.config.schema import MixPolicyConfig
 
     samples = [s for s in trainer.train_set if s.problem_type == problem_type]
     result = trainer.stage.run(samples, n=trainer.cfg.worker.rollout.n, sampling=trainer._sampling(),

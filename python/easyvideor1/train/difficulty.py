@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from easyvideor1.algos.mix_policy import MixPolicyConfig
+from easyvideor1.config.schema import MixPolicyConfig
 from easyvideor1.data import load_samples, write_samples
 from easyvideor1.rollout.base import SamplingConfig
 from easyvideor1.rollout.stage import RolloutStage

@@ -34,9 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from easyvideor1.algos.mix_policy import MixPolicyConfig
 from easyvideor1.cache import FrameLoader
-from easyvideor1.config.schema import RunConfig
+from easyvideor1.config.schema import MixPolicyConfig, RunConfig
 from easyvideor1.data import Sample
 from easyvideor1.errors import ConfigError, EasyVideoR1Error
 from easyvideor1.logging import event, get_logger

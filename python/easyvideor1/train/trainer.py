@@ -20,15 +20,13 @@ import torch
 
 from easyvideor1.algos import compute_advantage, compute_kl, overlong_penalty
 from easyvideor1.algos.dynamic_sampling import ScoredBatch, collect_informative_groups
-from easyvideor1.algos.kl import AdaptiveKLController, FixedKLController, apply_kl_penalty
-from easyvideor1.algos.mix_policy import MixPolicyConfig
-from easyvideor1.config.schema import RunConfig
+from easyvideor1.algos.kl import apply_kl_penalty, kl_controller
+from easyvideor1.config.schema import MixPolicyConfig, RewardConfig, RunConfig
 from easyvideor1.data import Sample, load_samples
 from easyvideor1.errors import ConfigError
 from easyvideor1.logging import event, get_logger
 from easyvideor1.prompts.renderer import PromptRenderer
 from easyvideor1.rewards.client import open_reward_client
-from easyvideor1.rewards.types import RewardConfig
 from easyvideor1.rollout.base import RolloutEngine, SamplingConfig
 from easyvideor1.rollout.stage import Group, RolloutStage
 from easyvideor1.train.actor import Actor, TrainItem
@@ -149,12 +147,8 @@ class RLTrainer:
                                     max_response_length=cfg.data.max_response_length)
         self.sampler = ResumableSampler(len(self.train_set), cfg.data.rollout_batch_size, shuffle=cfg.data.shuffle,
                                         seed=cfg.data.seed)
-        kl = cfg.algorithm.kl
-        self.kl_ctrl = (AdaptiveKLController(kl.coef, kl.target, kl.horizon) if kl.adaptive
-                        else FixedKLController(kl.coef))
-        mix = cfg.algorithm.mix_policy
-        self.mix = MixPolicyConfig(enabled=mix.enable, conditional=mix.mode == "conditional",
-                                   accuracy_threshold=mix.accuracy_threshold if mix.mode == "conditional" else None)
+        self.kl_ctrl = kl_controller(cfg.algorithm.kl)
+        self.mix = cfg.algorithm.mix_policy
         self.step = 0
         self.metrics = MetricsLogger(self.output_dir, cfg.trainer.loggers if self.world.is_main else [],
                                      cfg.trainer.experiment_name, cfg.model_dump(mode="json"))
@@ -287,8 +281,6 @@ class RLTrainer:
         self.policy_sync.push(state, self.step + 1)
         sync_s = time.perf_counter() - t0
         self.step += 1
-        if algo.kl.enable and algo.kl.adaptive:
-            self.kl_ctrl.update(kl_stats.get("kl/kl", 0.0), len(items))
 
         step_s = time.perf_counter() - started
         metrics = {**stats, **update, **kl_stats, **self._reward_metrics(groups)}

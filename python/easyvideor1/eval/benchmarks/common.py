@@ -15,8 +15,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from easyvideor1.config.schema import RewardConfig
 from easyvideor1.eval.types import ACCURACY, COMPOSITE, IOU, MRA, TEXT, EvalItem, ItemScore
-from easyvideor1.rewards import RewardConfig, ScoreRequest, canonical_problem_type, score
+from easyvideor1.rewards import ScoreRequest, canonical_problem_type, score
 from easyvideor1.rewards.geometry import GeometryError, as_box, as_interval, box_iou, interval_iou
 from easyvideor1.rewards.parsing import normalize_text, parse_jsonish
 
