@@ -50,7 +50,7 @@ def queue_roundtrip(tasks: int, batch: int, repeats: int) -> None:
 def _steps(cfg, steps: int) -> tuple[list[float], list[float]]:
     from easyvideor1.train.trainer import RLTrainer
 
-    trainer = RLTrainer(cfg)
+    trainer = RLTrainer.from_config(cfg)
     try:
         trainer.train_step()  # warm-up: engine caches, first weight reload
         totals, rollouts = [], []

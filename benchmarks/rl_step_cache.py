@@ -71,7 +71,7 @@ def main() -> None:
         for name, extra in (("on-the-fly", ["data.frame_cache.store=null"]),
                             ("cached", [f"data.frame_cache.store={root / 'cache'}"])):
             cfg = load_config(None, common + extra + [f"trainer.output_dir={root / name}"])
-            trainer = RLTrainer(cfg, engine=engine)
+            trainer = RLTrainer.from_config(cfg, engine=engine)
             trainer.train_step()  # warm-up: first vLLM batch, cache already built for "cached"
             timings[name] = step_seconds(trainer, args.steps)
             print(f"{name:>11}: {timings[name]:.2f} s per RL step  loader={trainer.loader.stats()}")

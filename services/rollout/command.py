@@ -1,8 +1,9 @@
 """``evr1 serve rollout``: deploy the rollout pool on a Ray cluster and hold it until SIGTERM.
 
-Connects to ``--ray-address``, starts Serve's HTTP proxy on ``--http-host:--http-port``,
-deploys ``build_app`` as application ``--app-name`` and waits until every replica's worker
-reports ready. Then it prints one JSON line (``{"url": ..., "replicas": ...}``) and blocks;
+Reads the run config (``--config RUN.yaml``; flags override its fields): connects to
+``distributed.ray_address``, starts Serve's HTTP proxy on ``serve.rollout.http_host:http_port``,
+deploys ``build_app`` as application ``serve.rollout.app_name`` and waits until every replica's
+worker reports ready. Then it prints one JSON line (``{"url": ..., "replicas": ...}``) and blocks;
 SIGTERM or SIGINT deletes the application (replicas finish the batch in hand) and exits.
 ``--detach`` exits right after the deploy and leaves the application running.
 """
@@ -15,51 +16,29 @@ import signal
 import threading
 import time
 
+from easyvideor1.config.cli import add_config_arguments, config_from_args
 from easyvideor1.errors import EasyVideoR1Error
 from easyvideor1.logging import event, get_logger
 
 log = get_logger("services.rollout")
 
 
+FLAGS = ("distributed.ray_address", "worker.actor.model_path", "worker.rollout.engine", "distributed.queue_url",
+         "distributed.namespace", "distributed.weights_store", "distributed.frame_cache_url",
+         "serve.rollout.replicas", "serve.rollout.min_replicas", "serve.rollout.max_replicas",
+         "serve.rollout.tasks_per_replica", "serve.rollout.batch_size", "serve.rollout.visibility_timeout_s",
+         "serve.rollout.max_attempts", "serve.rollout.num_cpus", "serve.rollout.num_gpus", "serve.rollout.http_host",
+         "serve.rollout.http_port", "serve.rollout.app_name", "serve.rollout.route_prefix",
+         "serve.rollout.ready_timeout_s")
+
+
 def add_parser(serve_subparsers) -> None:
     p = serve_subparsers.add_parser(
         "rollout", help="rollout pool: vLLM engines as Ray Serve replicas pulling tasks from the work queue",
         description="Deploy the rollout pool on a Ray cluster. See docs/distributed.md.")
-    p.add_argument("--ray-address", default="auto", help="Ray cluster (GCS) address, e.g. 127.0.0.1:6379")
-    p.add_argument("--model", required=True, help="model directory of the engines (the runs' base model)")
-    p.add_argument("--queue", required=True, help="work queue URL (redis://host:port/db)")
-    p.add_argument("--namespace", default="default", help="queue namespace (distributed.namespace)")
-    p.add_argument("--reward-url", default="inprocess", help="reward service URL, or 'inprocess'")
-    p.add_argument("--frame-store", default=None, help="frame-cache service URL (or s3://, or a directory)")
-    p.add_argument("--weights-store", default=None, help="root of the weights store (s3://bucket/prefix or a dir)")
-    p.add_argument("--replicas", type=int, default=None, help="fixed replica count (default: autoscale)")
-    p.add_argument("--min-replicas", type=int, default=1)
-    p.add_argument("--max-replicas", type=int, default=1)
-    p.add_argument("--tasks-per-replica", type=int, default=16, help="autoscaling target backlog per replica")
-    p.add_argument("--engine", choices=["vllm", "hf"], default="vllm")
-    p.add_argument("--max-model-len", type=int, default=4096)
-    p.add_argument("--batch-size", type=int, default=8, help="tasks per engine call")
-    p.add_argument("--visibility-timeout", type=float, default=300.0, help="seconds before a lease expires")
-    p.add_argument("--max-attempts", type=int, default=3, help="deliveries before a task is dead-lettered")
-    p.add_argument("--num-cpus", type=float, default=1.0, help="CPUs per replica")
-    p.add_argument("--num-gpus", type=float, default=0.0, help="GPUs per replica")
-    p.add_argument("--http-host", default="127.0.0.1")
-    p.add_argument("--http-port", type=int, default=8000)
-    p.add_argument("--app-name", default="rollout")
-    p.add_argument("--route-prefix", default="/")
-    p.add_argument("--ready-timeout", type=float, default=600.0, help="seconds to wait for every replica")
+    add_config_arguments(p, FLAGS)
     p.add_argument("--detach", action="store_true", help="exit after the deploy; the application keeps running")
     p.set_defaults(func=serve_pool)
-
-
-def pool_args(args: argparse.Namespace) -> dict:
-    return {"model_path": args.model, "queue_url": args.queue, "namespace": args.namespace,
-            "reward_url": args.reward_url, "frame_cache_url": args.frame_store, "weights_store": args.weights_store,
-            "engine": args.engine, "max_model_len": args.max_model_len, "batch_size": args.batch_size,
-            "visibility_timeout_s": args.visibility_timeout, "max_attempts": args.max_attempts,
-            "num_replicas": args.replicas, "min_replicas": args.min_replicas,
-            "max_replicas": max(args.max_replicas, args.min_replicas), "tasks_per_replica": args.tasks_per_replica,
-            "num_cpus": args.num_cpus, "num_gpus": args.num_gpus}
 
 
 def _wait_ready(url: str, replicas: int, timeout: float) -> dict:
@@ -93,22 +72,24 @@ def serve_pool(args: argparse.Namespace) -> int:
 
     from services.rollout.deployment import build_app
 
-    app = build_app(pool_args(args))  # argument errors surface before Ray is touched
-    ray.init(address=args.ray_address, log_to_driver=False)
-    serve.start(http_options={"host": args.http_host, "port": args.http_port})
-    serve.run(app, name=args.app_name, route_prefix=args.route_prefix)
-    url = f"http://{args.http_host}:{args.http_port}{args.route_prefix.rstrip('/')}"
-    replicas = args.replicas or args.min_replicas
-    ready = _wait_ready(url, replicas, args.ready_timeout)
-    print(json.dumps({"url": url, "app": args.app_name, "replicas": sorted(ready)}), flush=True)
-    event(log, "rollout_pool_ready", url=url, replicas=len(ready), namespace=args.namespace)
+    cfg = config_from_args(args)
+    pool = cfg.serve.rollout
+    app = build_app({"run_config": cfg.model_dump(mode="json")})  # config errors surface before Ray is touched
+    ray.init(address=cfg.distributed.ray_address or "auto", log_to_driver=False)
+    serve.start(http_options={"host": pool.http_host, "port": pool.http_port})
+    serve.run(app, name=pool.app_name, route_prefix=pool.route_prefix)
+    url = f"http://{pool.http_host}:{pool.http_port}{pool.route_prefix.rstrip('/')}"
+    replicas = pool.replicas or pool.min_replicas
+    ready = _wait_ready(url, replicas, pool.ready_timeout_s)
+    print(json.dumps({"url": url, "app": pool.app_name, "replicas": sorted(ready)}), flush=True)
+    event(log, "rollout_pool_ready", url=url, replicas=len(ready), namespace=cfg.distributed.namespace)
     if args.detach:
         return 0
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     stop.wait()
-    event(log, "rollout_pool_stopping", app=args.app_name)
-    serve.delete(args.app_name)
+    event(log, "rollout_pool_stopping", app=pool.app_name)
+    serve.delete(pool.app_name)
     ray.shutdown()
     return 0

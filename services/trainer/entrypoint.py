@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     import ray
 
-    from easyvideor1.train.remote_run import apply_cluster_defaults
+    from easyvideor1.config.cluster import apply_cluster_defaults
     from easyvideor1.train.trainer import RLTrainer
     from services.trainer.ray_actors import RayActorGroup
 
@@ -53,14 +53,14 @@ def _run(args: argparse.Namespace) -> int:
     group = RayActorGroup(cfg)
     trainer = None
     try:
-        trainer = RLTrainer(cfg, actor=group)
+        trainer = RLTrainer.from_config(cfg, actor=group)
         result = trainer.fit()
         if args.export:
             trainer.export(args.export)
     finally:
         if trainer is not None:
             trainer.close()
-        group.shutdown()
+        group.close()
     last = result["last_validation"]
     print(json.dumps({"steps": result["steps"], "output_dir": cfg.trainer.output_dir,
                       "final_accuracy": None if last is None else last.accuracy,

@@ -27,6 +27,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 from easyvideor1.config.schema import RunConfig
 from easyvideor1.errors import ConfigError, EasyVideoR1Error
 from easyvideor1.logging import event, get_logger
+from easyvideor1.train.actor_group import ActorGroup
 from easyvideor1.train.data_parallel import RankShard, rank_view, shard_batch, update_plan
 
 log = get_logger("services.trainer")
@@ -68,9 +69,7 @@ class RankActor:
         seed_everything(cfg.trainer.seed + world.rank)
         tokenizer = PromptBuilder.from_pretrained(cfg.worker.actor.model_path).tokenizer
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        self.actor = Actor(cfg.worker.actor.model_path, cfg.worker.actor, cfg.algorithm, world,
-                           total_steps=cfg.trainer.total_steps, pad_token_id=pad,
-                           max_response_length=cfg.data.max_response_length)
+        self.actor = Actor.from_config(cfg, world, pad_token_id=pad)
         return os.getpid()
 
     def _main(self, value: Any) -> Any:
@@ -104,8 +103,8 @@ class RankActor:
             dist.destroy_process_group()
 
 
-class RayActorGroup:
-    """The methods of train/actor.py's ``Actor`` that ``RLTrainer`` calls, run on N Ray actors."""
+class RayActorGroup(ActorGroup):
+    """The trainer's :class:`~easyvideor1.train.actor_group.ActorGroup` as N FSDP ranks on Ray actors."""
 
     def __init__(self, cfg: RunConfig, *, ranks: int | None = None, timeout_s: float = 3600.0):
         dist = cfg.distributed
@@ -195,8 +194,11 @@ class RayActorGroup:
 
         return Path(self._all("export_hf", str(out_dir), ray.put(processor)))
 
-    def shutdown(self) -> None:
-        """Leave the process group, end the actors and free the placement group."""
+    def close(self) -> None:
+        """Leave the process group, end the actors and free the placement group (once)."""
+        if getattr(self, "_closed", False):
+            return
+        self._closed = True
         try:
             ray.get([rank.close.remote() for rank in self.ranks], timeout=30)
         except (GetTimeoutError, RayActorError, RayTaskError):

@@ -50,12 +50,16 @@ def start_worker(model_dir: Path, queue_url: str, namespace: str, workdir: Path,
                  visibility_timeout: float = 10.0, batch_size: int = 4) -> tuple[subprocess.Popen, Path]:
     """A rollout worker process (vLLM engine); returns it and its status file."""
     status = workdir / f"{name}.status.json"
-    argv = [sys.executable, "-m", "easyvideor1.rollout.worker", "--model", str(model_dir), "--queue", queue_url,
-            "--namespace", namespace, "--reward-url", reward_url, "--max-model-len", "1100",
-            "--visibility-timeout", str(visibility_timeout), "--batch-size", str(batch_size),
-            "--status-file", str(status), "--consumer", name, "--weights-timeout", "60", "--reward-patience", "60"]
+    argv = [sys.executable, "-m", "easyvideor1.rollout.worker", "--model-path", str(model_dir), "--queue-url",
+            queue_url, "--namespace", namespace, "--visibility-timeout-s", str(visibility_timeout),
+            "--batch-size", str(batch_size), "--status-file", str(status), "--consumer", name,
+            "--weights-timeout-s", "60", "--reward-patience-s", "60",
+            # the engine holds the runs' longest prompt + response (rollout/factory.py)
+            "data.max_prompt_length=1084", "data.max_response_length=16"]
+    if reward_url != "inprocess":
+        argv.append(f"worker.reward.url={reward_url}")
     if frame_store:
-        argv += ["--frame-store", frame_store]
+        argv.append(f"data.frame_cache.store={frame_store}")
     if weights_store:
         argv += ["--weights-store", weights_store]
     log = open(workdir / f"{name}.log", "ab")

@@ -26,11 +26,11 @@ from easyvideor1.cache.builder import build_cache
 from easyvideor1.config.schema import MixPolicyConfig
 from easyvideor1.data import load_samples
 from easyvideor1.models.inputs import PromptBuilder
-from easyvideor1.prompts.renderer import PromptRenderer
 from easyvideor1.queue import key_prefix
 from easyvideor1.rollout.base import SamplingConfig
-from easyvideor1.train.media import build_frame_loader, frame_params
-from easyvideor1.train.remote_stage import QueueOutageError, RemoteRolloutTimeout, build_remote_parts
+from easyvideor1.rollout.remote_stage import QueueOutageError, RemoteRolloutTimeout
+from easyvideor1.train.media import frame_params
+from easyvideor1.train.parts import remote_rollout_parts
 from services.frame_cache.launch import FrameCacheServer
 from services.reward.launch import RewardServer
 
@@ -97,9 +97,7 @@ def make_stage(infra: Infra, name: str, **extra):
                 "distributed__weights_store": infra.weights, "distributed__result_timeout_s": 180,
                 "data__frame_cache__store": infra.frame_cache.url, **extra}
     cfg = make_config(infra.data, infra.model, infra.work / f"run-{name}", **settings)
-    loader = build_frame_loader(cfg, infra.builder.family)
-    stage, sync = build_remote_parts(cfg, infra.builder, loader, PromptRenderer(None), max_prompt_length=1024,
-                                     max_response_length=16)
+    _builder, loader, stage, sync = remote_rollout_parts(cfg, [])
     stage.sweep_s = 2.0
     return stage, sync, loader
 

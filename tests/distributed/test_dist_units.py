@@ -13,17 +13,18 @@ from dist_helpers import make_config, make_data
 from ray.serve._private.common import DeploymentID, ReplicaID
 from ray.serve.config import AutoscalingContext
 
-from easyvideor1.config.schema import MixPolicyConfig
+from easyvideor1.config.cluster import apply_cluster_defaults
+from easyvideor1.config.schema import MixPolicyConfig, RewardConfig
 from easyvideor1.data import load_samples
 from easyvideor1.errors import ConfigError
 from easyvideor1.queue import open_queue
 from easyvideor1.rollout.base import SamplingConfig
+from easyvideor1.rollout.remote_run import RUN_FILE, RunIdentity
+from easyvideor1.rollout.remote_stage import RemotePolicySync, RemoteRolloutStage
 from easyvideor1.rollout.wire import WeightsRef, join_store, parse_task, task_payload
 from easyvideor1.train.checkpoint import save_checkpoint
-from easyvideor1.train.remote_run import RUN_FILE, RunIdentity, apply_cluster_defaults
-from easyvideor1.train.remote_stage import RemotePolicySync, RemoteRolloutStage
 from easyvideor1.video.metadata import ImageParams, VideoParams
-from services.rollout.deployment import BacklogPolicy, PoolArgs
+from services.rollout.deployment import BacklogPolicy, pool_config
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +37,7 @@ def _payload(sample, **changes):
                 sampling=SamplingConfig(max_tokens=16, temperature=0.7, top_p=0.9, stop_token_ids=(5, 7)),
                 mix=MixPolicyConfig(enable=True, mode="conditional", accuracy_threshold=0.5), max_prompt_length=900,
                 max_response_length=16, video_params=VideoParams(fps=4, max_frames=8), image_params=ImageParams(),
-                weights=WeightsRef("weights-run-g0", "run/g0", 2))
+                weights=WeightsRef("weights-run-g0", "run/g0", 2), reward=RewardConfig(accuracy_weight=1.0))
     args.update(changes)
     return task_payload(**args)
 
@@ -99,16 +100,20 @@ def test_backlog_policy():
         BacklogPolicy(0)
 
 
-def test_pool_args():
-    pool = PoolArgs.from_args({"model_path": "/m", "queue_url": "redis://h:1/0", "num_replicas": "3",
-                               "num_cpus": "0.5", "frame_cache_url": None})
-    assert pool.num_replicas == 3 and pool.num_cpus == 0.5 and pool.deployment_name == "RolloutEngine"
+def test_pool_reads_the_run_config(tmp_path):
+    run = tmp_path / "run.yaml"
+    run.write_text("serve:\n  rollout: {replicas: 3, num_cpus: 0.5}\nworker:\n  reward: {accuracy_weight: 1.0}\n")
+    cfg = pool_config({"config": str(run), "overrides": ["serve.rollout.batch_size=2"]})
+    assert cfg.serve.rollout.replicas == 3 and cfg.serve.rollout.num_cpus == 0.5 and cfg.serve.rollout.batch_size == 2
+    assert cfg.worker.reward.accuracy_weight == 1.0
+    inline = pool_config({"run_config": cfg.model_dump(mode="json")})
+    assert inline == cfg
     with pytest.raises(ConfigError, match=r"unknown argument\(s\) \['replicas'\]"):
-        PoolArgs.from_args({"model_path": "/m", "queue_url": "redis://h:1/0", "replicas": 2})
-    with pytest.raises(ConfigError, match="missing argument"):
-        PoolArgs.from_args({"queue_url": "redis://h:1/0"})
+        pool_config({"config": str(run), "replicas": 2})
+    with pytest.raises(ConfigError, match="missing argument 'config'"):
+        pool_config({})
     with pytest.raises(ConfigError, match="min_replicas"):
-        PoolArgs.from_args({"model_path": "/m", "queue_url": "q", "min_replicas": 3, "max_replicas": 2})
+        pool_config({"config": str(run), "overrides": ["serve.rollout.min_replicas=3"]})
 
 
 def test_cluster_defaults_fill_only_what_is_unset(tmp_path, data):
@@ -148,19 +153,19 @@ def test_a_stopped_cluster_found_in_the_working_directory_is_ignored(tmp_path, d
 def test_run_identity_is_new_per_run_and_kept_on_resume(tmp_path, data):
     out = tmp_path / "run"
     fresh = make_config(data, tmp_path, out, distributed__namespace="ns")
-    first, second = RunIdentity.for_run(fresh), RunIdentity.for_run(fresh)
+    first, second = RunIdentity.for_run(fresh, resuming=False), RunIdentity.for_run(fresh, resuming=False)
     assert first.run_id != second.run_id and first.board == f"weights-{first.run_id}-g0"
     save_checkpoint(out, 3, {"w": torch.zeros(1)}, {"x": 1})
     resuming = make_config(data, tmp_path, out, distributed__namespace="ns", trainer__resume="auto")
-    assert RunIdentity.for_run(resuming) == second  # the file the last run wrote
+    assert RunIdentity.for_run(resuming, resuming=True) == second  # the file the last run wrote
     other_namespace = make_config(data, tmp_path, out, distributed__namespace="ns2", trainer__resume="auto")
-    assert RunIdentity.for_run(other_namespace).run_id != second.run_id
+    assert RunIdentity.for_run(other_namespace, resuming=True).run_id != second.run_id
 
 
 def test_policy_sync_versions_resume_and_rotation(tmp_path, data):
     cfg = make_config(data, tmp_path, tmp_path / "run", distributed__queue_url="memory://units",
                       distributed__namespace="sync", distributed__weights_store=str(tmp_path / "weights"))
-    identity = RunIdentity.for_run(cfg)
+    identity = RunIdentity.for_run(cfg, resuming=False)
     stage = RemoteRolloutStage(open_queue("memory://units", "sync"), None, None, None, identity,
                                max_prompt_length=10, max_response_length=4)
     sync = RemotePolicySync(cfg, stage, identity, {})
@@ -177,19 +182,18 @@ def test_policy_sync_versions_resume_and_rotation(tmp_path, data):
     sync.close()
 
 
-def test_build_app_takes_the_charts_arguments():
+def test_build_app_takes_the_charts_arguments(tmp_path):
     from services.rollout.deployment import build_app
 
-    chart = {"model_path": "/models/qwen", "queue_url": "redis://redis:6379/0", "namespace": "prod",
-             "reward_url": "http://reward:8000", "frame_cache_url": "http://frame-cache:8001",
-             "weights_store": "s3://evr1-weights", "deployment_name": "RolloutEngine", "max_model_len": 8192,
-             "batch_size": 16, "min_replicas": 1, "max_replicas": 4, "tasks_per_replica": 8, "num_gpus": 1,
-             "num_cpus": 4}
-    deployment = build_app(chart)._bound_deployment
+    run = tmp_path / "run.yaml"  # what the chart's ConfigMap mounts
+    run.write_text("worker:\n  actor: {model_path: /models/qwen}\ndistributed: {queue_url: 'redis://redis:6379/0'}\n"
+                   "serve:\n  rollout: {batch_size: 16, min_replicas: 1, max_replicas: 4, tasks_per_replica: 8,"
+                   " num_gpus: 1, num_cpus: 4}\n")
+    deployment = build_app({"config": str(run)})._bound_deployment
     assert deployment.name == "RolloutEngine"
     assert deployment.ray_actor_options == {"num_cpus": 4.0, "num_gpus": 1.0}
     scaling = deployment._deployment_config.autoscaling_config
     assert (scaling.min_replicas, scaling.max_replicas) == (1, 4)
     assert scaling.policy.policy_kwargs == {"tasks_per_replica": 8}
-    fixed = build_app({"model_path": "/m", "queue_url": "redis://h:1/0", "num_replicas": 2})._bound_deployment
+    fixed = build_app({"config": str(run), "overrides": ["serve.rollout.replicas=2"]})._bound_deployment
     assert fixed.num_replicas == 2

@@ -53,7 +53,7 @@ def test_ray_ranks_split_the_batch_and_match_one_rank(local_ray, tiny_model_dir,
                     item.old_log_probs = lp + 0.4 * torch.sin(torch.arange(len(lp), dtype=torch.float32) + len(lp))
         got, want = group.update(items, seed=3), local.update(items, seed=3)
     finally:
-        group.shutdown()
+        group.close()
     for key in ("actor/pg_loss", "actor/kl_loss", "actor/pg_clipfrac", "actor/ppo_kl", "actor/entropy",
                 "actor/grad_norm", "mix_policy/offline_loss_share"):
         # abs: ppo_kl is a mean of log-prob differences, each known to float32 rounding (~1e-7).

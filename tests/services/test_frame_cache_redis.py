@@ -49,12 +49,12 @@ def test_builds_on_redis_with_a_separate_worker(tmp_path, redis_instance):
     namespace = f"fc-{uuid.uuid4().hex[:8]}"
     store = str(tmp_path / "store")
     env = {**os.environ, "EVR1_HASH_INDEX_DIR": str(tmp_path / "index")}
-    common = ["--queue", redis_instance.url, "--namespace", namespace]
+    common = ["--queue-url", redis_instance.url, "--namespace", namespace]
     videos = [str(make_video(tmp_path / f"r{i}.mp4", count=16, seed=20 + i)) for i in range(2)]
     log = open(tmp_path / "worker.log", "wb")
     worker = subprocess.Popen(
         [sys.executable, "-m", "easyvideor1.cli.main", "serve", "frame-cache", "--worker-only", "--store", store,
-         "--build-processes", "1", "--shutdown-grace", "2", *common], stdout=log, stderr=subprocess.STDOUT, env=env)
+         "--build-processes", "1", "--shutdown-grace-s", "2", *common], stdout=log, stderr=subprocess.STDOUT, env=env)
     server = FrameCacheServer(store, ["--build-workers", "0", *common], env=env)
     try:
         server.start()
@@ -98,7 +98,7 @@ def test_builds_on_redis_with_a_separate_worker(tmp_path, redis_instance):
 def _worker(tmp_path: Path, name: str, store: str, common: list[str], env: dict, *extra: str) -> subprocess.Popen:
     log = open(tmp_path / f"{name}.log", "wb")  # noqa: SIM115 - the child holds it; closed with the test dir
     return subprocess.Popen([sys.executable, "-m", "easyvideor1.cli.main", "serve", "frame-cache", "--worker-only",
-                             "--store", store, "--build-processes", "1", "--shutdown-grace", "1", *common, *extra],
+                             "--store", store, "--build-processes", "1", "--shutdown-grace-s", "1", *common, *extra],
                             stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
@@ -145,7 +145,7 @@ def test_a_build_outlives_its_worker(tmp_path, redis_instance):
     store = str(tmp_path / "store")
     env = {**os.environ, "EVR1_HASH_INDEX_DIR": str(tmp_path / "index")}
     hang_env = {**env, "EVR1_TEST_HANG_DECODE": "stuck"}  # the cache worker's test hook: decode hangs
-    common = ["--queue", redis_instance.url, "--namespace", namespace, "--build-lease", "2"]
+    common = ["--queue-url", redis_instance.url, "--namespace", namespace, "--build-lease-s", "2"]
     videos = [str(make_video(tmp_path / f"stuck{i}.mp4", count=16, seed=30 + i)) for i in range(2)]
     server = FrameCacheServer(store, ["--build-workers", "0", *common], env=env)
     workers: list[subprocess.Popen] = []
@@ -179,13 +179,13 @@ def test_a_build_outlives_its_worker(tmp_path, redis_instance):
 def test_worker_only_needs_a_shared_queue(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "easyvideor1.cli.main", "serve", "frame-cache", "--worker-only", "--store",
-         str(tmp_path), "--queue", "memory://x"], capture_output=True, text=True, timeout=60)
+         str(tmp_path), "--queue-url", "memory://x"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
-    assert "--worker-only needs a shared queue (redis://...)" in done.stderr
+    assert "worker_only needs a shared queue (redis://...)" in done.stderr
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--queue", "kafka://x"], "unsupported queue URL"),
+    (["--queue-url", "kafka://x"], "unsupported queue URL"),
     (["--store", "ftp://host/x"], "unsupported store URL scheme 'ftp'"),
 ])
 def test_bad_urls_fail_at_start(tmp_path, args, message):

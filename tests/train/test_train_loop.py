@@ -47,7 +47,7 @@ def test_loop_trains_logs_checkpoints_and_exports(tmp_path, demo_data, tiny_mode
     from easyvideor1.train.trainer import RLTrainer
 
     cfg = _config(tmp_path, demo_data, tiny_model_dir, "trainer.total_steps=2", "trainer.save_every=1")
-    trainer = RLTrainer(cfg, engine=engine)
+    trainer = RLTrainer.from_config(cfg, engine=engine)
     before = {k: v.clone() for k, v in trainer.actor.full_state_dict().items()}
     result = trainer.fit()
     assert result["steps"] == 2
@@ -78,15 +78,15 @@ def test_resume_restores_exact_state(tmp_path, demo_data, tiny_model_dir, engine
     from easyvideor1.train.trainer import RLTrainer
 
     cfg = _config(tmp_path, demo_data, tiny_model_dir, "trainer.total_steps=1", "trainer.resume=never")
-    first = RLTrainer(cfg, engine=engine)
+    first = RLTrainer.from_config(cfg, engine=engine)
     first.fit()
     weights = first.actor.full_state_dict()
     optim = first.actor.optimizer.state_dict()
     lr = first.actor.scheduler.get_last_lr()
     upcoming = first.sampler.next_batch()
-    first.rewards.close()
+    first.close()
 
-    resumed = RLTrainer(_config(tmp_path, demo_data, tiny_model_dir, "trainer.total_steps=2",
+    resumed = RLTrainer.from_config(_config(tmp_path, demo_data, tiny_model_dir, "trainer.total_steps=2",
                                 "trainer.resume=auto"), engine=engine)
     assert resumed.step == 1
     for name, value in resumed.actor.full_state_dict().items():
@@ -136,7 +136,7 @@ def test_engine_log_probs_serve_as_old_log_probs(tmp_path, demo_data, tiny_model
     cfg = _config(tmp_path, demo_data, tiny_model_dir, "trainer.total_steps=1",
                   "worker.actor.recompute_old_log_probs=false", "algorithm.mix_policy.enable=false",
                   "worker.actor.ppo_epochs=1", "worker.actor.mini_batch_size=4")
-    trainer = RLTrainer(cfg, engine=engine)
+    trainer = RLTrainer.from_config(cfg, engine=engine)
     metrics = trainer.train_step()
     trainer.rewards.close()
     assert abs(metrics["actor/ppo_kl"]) < 1e-3
@@ -150,13 +150,13 @@ def test_difficulty_filter_accounts_for_every_question(tmp_path, demo_data, tiny
     from easyvideor1.data import load_samples
     from easyvideor1.prompts.renderer import PromptRenderer
     from easyvideor1.rewards.client import open_reward_client
-    from easyvideor1.rollout.stage import RolloutStage
+    from easyvideor1.rollout.stage import EngineRolloutStage
     from easyvideor1.train.difficulty import filter_by_pass_rate
     from easyvideor1.train.media import frame_params
 
     cfg = _config(tmp_path, demo_data, tiny_model_dir)
     video, image = frame_params(cfg, engine.family)
-    stage = RolloutStage(engine, FrameLoader(None, video, image), PromptRenderer(), open_reward_client(None),
+    stage = EngineRolloutStage(engine, FrameLoader(None, video, image), PromptRenderer(), open_reward_client(None),
                          max_prompt_length=1000, max_response_length=8)
     out = tmp_path / "kept.jsonl"
     report = filter_by_pass_rate(stage, demo_data / "train.jsonl", out, k=3, max_tokens=8)
@@ -176,4 +176,4 @@ def test_trainer_refuses_a_torchrun_world(tmp_path, demo_data, tiny_model_dir, m
 
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(ConfigError, match=r"WORLD_SIZE=2.*distributed\.train_ranks"):
-        RLTrainer(_config(tmp_path, demo_data, tiny_model_dir, "trainer.total_steps=1"))
+        RLTrainer.from_config(_config(tmp_path, demo_data, tiny_model_dir, "trainer.total_steps=1"))

@@ -9,27 +9,28 @@ def _filter(args) -> int:
     from easyvideor1.config import load_config
     from easyvideor1.prompts.renderer import PromptRenderer
     from easyvideor1.rewards.client import open_reward_client
-    from easyvideor1.rollout.stage import RolloutStage
+    from easyvideor1.rollout.factory import make_engine
+    from easyvideor1.rollout.stage import EngineRolloutStage
     from easyvideor1.train.difficulty import filter_by_pass_rate
     from easyvideor1.train.media import build_frame_loader
-    from easyvideor1.train.trainer import make_engine, reward_config
 
     overrides = [f"worker.actor.model_path={args.model}", f"data.train_files={args.data}",
                  f"data.max_response_length={args.max_tokens}", "data.frame_cache.build_before_training=false"]
     if args.store:
         overrides.append(f"data.frame_cache.store={args.store}")
     cfg = load_config(args.config, overrides + list(args.overrides))
-    engine = make_engine(cfg, args.model)
+    engine = make_engine(cfg)
+    rewards = open_reward_client(cfg.worker.reward.url, cfg.worker.reward)
     try:
         loader = build_frame_loader(cfg, engine.family)
-        stage = RolloutStage(engine, loader, PromptRenderer(cfg.data.prompt_template_dir),
-                             open_reward_client(cfg.worker.reward.url, reward_config(cfg)),
-                             max_prompt_length=cfg.data.max_prompt_length,
-                             max_response_length=cfg.data.max_response_length)
+        stage = EngineRolloutStage(engine, loader, PromptRenderer(cfg.data.prompt_template_dir), rewards,
+                                   max_prompt_length=cfg.data.max_prompt_length,
+                                   max_response_length=cfg.data.max_response_length)
         out = Path(args.out or Path(args.data).with_suffix(".filtered.jsonl"))
         report = filter_by_pass_rate(stage, args.data, out, k=args.k, max_tokens=args.max_tokens,
                                      temperature=args.temperature)
     finally:
+        rewards.close()
         engine.close()
     print(f"kept {report.kept} of {report.total} (too easy {report.too_easy}, too hard {report.too_hard}, "
           f"failed {len(report.failed)}) -> {out} (report: {out}.report.json)")

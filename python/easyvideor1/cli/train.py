@@ -9,7 +9,7 @@ def _train(args) -> int:
     from easyvideor1.train.trainer import RLTrainer
 
     cfg = load_config(args.config, args.overrides)
-    trainer = RLTrainer(cfg)
+    trainer = RLTrainer.from_config(cfg)
     try:
         result = trainer.fit()
         if args.export:

@@ -51,8 +51,12 @@ def add_config_arguments(parser: argparse.ArgumentParser, fields: Sequence[str],
     for dotted in fields:
         info, default = field_info(dotted)
         description = (info.description or "").rstrip(".")
-        parser.add_argument(flag_name(dotted), dest=_DEST_PREFIX + dotted.replace(".", "__"), default=None,
-                            metavar="VALUE", help=f"{description} [config {dotted}, default {default!r}]")
+        dest, help_text = _DEST_PREFIX + dotted.replace(".", "__"), f"{description} [config {dotted}, default {default!r}]"
+        if info.annotation is bool:  # a switch: the flag alone sets the field true
+            parser.add_argument(flag_name(dotted), dest=dest, default=None, action="store_const", const="true",
+                                help=help_text)
+        else:
+            parser.add_argument(flag_name(dotted), dest=dest, default=None, metavar="VALUE", help=help_text)
 
 
 def config_overrides(args: argparse.Namespace) -> list[str]:

@@ -1,5 +1,10 @@
 """One rollout round: frames (cache) -> prompts -> n responses (mix-policy) -> rewards.
 
+:class:`RolloutStage` is the interface the trainer drives; :class:`EngineRolloutStage` runs a
+round on an engine in this process (the embedded trainer, and each rollout worker of the pool),
+:class:`~easyvideor1.rollout.remote_stage.RemoteRolloutStage` sends it to the rollout pool over
+the work queue. ``make_rollout_stage`` (train/parts.py) picks one from the config.
+
 Samples whose prompt would exceed ``max_prompt_length`` (vision tokens included) are
 filtered with the reason reported: a prompt is never truncated through vision tokens.
 Media that cannot be loaded filter the sample the same way, so one bad video never stops a run.
@@ -8,6 +13,7 @@ Media that cannot be loaded filter the sample the same way, so one bad video nev
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,7 +72,23 @@ def sample_fields(sample: Sample) -> dict[str, Any]:
     return fields
 
 
-class RolloutStage:
+class RolloutStage(ABC):
+    """Where a round of scored groups comes from."""
+
+    @abstractmethod
+    def run(self, samples: Sequence[Sample], *, n: int, sampling: SamplingConfig, mix: MixPolicyConfig,
+            uid_prefix: str) -> RoundResult:
+        """n scored responses per sample (``uid_prefix-k-problem_id`` group uids); samples that
+        cannot be used are in ``filtered`` with the reason, never raised."""
+
+    def close(self) -> None:
+        """Release what the stage holds (queues, connections)."""
+        return None
+
+
+class EngineRolloutStage(RolloutStage):
+    """A round on an engine in this process: frames, prompts, generation, scoring."""
+
     def __init__(self, engine: RolloutEngine, loader: FrameLoader, renderer: PromptRenderer,
                  rewards: RewardClient, *, max_prompt_length: int, max_response_length: int):
         self.engine, self.loader, self.renderer, self.rewards = engine, loader, renderer, rewards

@@ -1,8 +1,10 @@
-"""The wire format between the trainer (train/remote_stage.py) and rollout workers (worker.py).
+"""The wire format between the trainer (rollout/remote_stage.py) and rollout workers (worker.py).
 
 A task is one question: the sample row (absolute media paths), the prompt text the trainer
 rendered, n, the sampling and mix-policy settings, the prompt/response limits, the frame
-parameters (so worker and trainer compute the same cache keys), and which weights to use:
+parameters (so worker and trainer compute the same cache keys), the run's scoring settings
+(``worker.reward``'s scoring fields: a pool shared by runs scores each run its own way), and
+which weights to use:
 the run's version board, its prefix in the weights store, and the minimum policy version.
 A result is the scored group: prompt and response token ids, texts, offline flags, finish
 reasons, reward dicts, the policy version and board that produced it, and per-task counters.
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from easyvideor1.config.schema import MixPolicyConfig
+from easyvideor1.config.schema import MixPolicyConfig, RewardConfig
 from easyvideor1.data import Sample
 from easyvideor1.data.schema import parse_row
 from easyvideor1.errors import EasyVideoR1Error
@@ -27,7 +29,7 @@ from easyvideor1.rewards.types import RewardResult
 from easyvideor1.rollout.base import SamplingConfig
 from easyvideor1.video.metadata import ImageParams, VideoParams
 
-WIRE_VERSION = 1
+WIRE_VERSION = 2
 
 
 class TaskError(EasyVideoR1Error):
@@ -90,19 +92,22 @@ class RolloutTask:
     video_params: VideoParams
     image_params: ImageParams
     weights: WeightsRef
+    reward: RewardConfig
 
     def batch_key(self) -> str:
-        """Tasks with equal keys can be generated in one engine call."""
-        return json.dumps([sampling_to_dict(self.sampling), dataclasses.asdict(self.mix), self.n,
+        """Tasks with equal keys can be generated (and scored) in one call."""
+        return json.dumps([sampling_to_dict(self.sampling), self.mix.model_dump(), self.reward.scoring_fields(), self.n,
                            self.max_prompt_length, self.max_response_length, self.video_params.as_dict(),
                            self.image_params.as_dict(), dataclasses.asdict(self.weights)], sort_keys=True)
 
 
 def task_payload(*, sample: Sample, uid: str, prompt_text: str, n: int, sampling: SamplingConfig,
                  mix: MixPolicyConfig, max_prompt_length: int, max_response_length: int,
-                 video_params: VideoParams, image_params: ImageParams, weights: WeightsRef) -> dict[str, Any]:
+                 video_params: VideoParams, image_params: ImageParams, weights: WeightsRef,
+                 reward: RewardConfig) -> dict[str, Any]:
     return {"v": WIRE_VERSION, "uid": uid, "row": sample.to_row(), "prompt_text": prompt_text, "n": n,
-            "sampling": sampling_to_dict(sampling), "mix": dataclasses.asdict(mix),
+            "sampling": sampling_to_dict(sampling), "mix": mix.model_dump(mode="json"),
+            "reward": reward.scoring_fields(),
             "limits": {"max_prompt_length": max_prompt_length, "max_response_length": max_response_length},
             "frames": {"video": video_params.as_dict(), "image": image_params.as_dict()},
             "weights": dataclasses.asdict(weights)}
@@ -124,14 +129,15 @@ def parse_task(task_id: str, payload: Any) -> RolloutTask:
         limits, frames, weights = payload["limits"], payload["frames"], payload["weights"]
         task = RolloutTask(
             task_id=task_id, uid=uid, sample=sample, prompt_text=str(payload["prompt_text"]), n=int(payload["n"]),
-            sampling=sampling_from_dict(payload["sampling"]), mix=MixPolicyConfig(**payload["mix"]),
+            sampling=sampling_from_dict(payload["sampling"]), mix=MixPolicyConfig.model_validate(payload["mix"]),
+            reward=RewardConfig.model_validate(payload["reward"]),
             max_prompt_length=int(limits["max_prompt_length"]),
             max_response_length=int(limits["max_response_length"]),
             video_params=VideoParams(**frames["video"]), image_params=ImageParams(**frames["image"]),
             weights=WeightsRef(str(weights["board"]), str(weights["store_prefix"]), int(weights["min_version"])))
     except TaskError:
         raise
-    except (KeyError, TypeError, ValueError, EasyVideoR1Error) as exc:
+    except (KeyError, TypeError, ValueError, EasyVideoR1Error) as exc:  # pydantic's errors are ValueErrors
         raise TaskError(f"task {task_id!r}: malformed payload: {type(exc).__name__}: {exc}") from None
     if task.n < 1 or task.weights.min_version < 0:
         raise TaskError(f"task {task_id!r}: n must be >= 1 and min_version >= 0")

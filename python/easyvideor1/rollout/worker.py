@@ -2,15 +2,18 @@
 
 One worker drives one engine. Each loop leases up to ``batch_size`` tasks (wire.py format),
 keeps the engine on the policy the tasks ask for (:class:`EngineWeights`), runs the same
-:class:`~easyvideor1.rollout.stage.RolloutStage` the embedded trainer runs (frames from
+:class:`~easyvideor1.rollout.stage.EngineRolloutStage` the embedded trainer runs (frames from
 the frame store, falling back to decoding, counted; mix-policy; rewards through the reward
 client) and stores each group with ``put_result`` *before* ``ack``: a worker that dies in
 between leaves its leases to expire, and the tasks are delivered again (a second result for a
 task is dropped by the queue). A task that cannot be used (malformed payload or sample, or one
 that fails alone) is nacked with the reason, and dead-lettered after the queue's max attempts.
 
-Run as a process: ``python -m easyvideor1.rollout.worker --model DIR --queue URL ...``
-(``--help``, rollout/worker_cli.py); the Ray Serve pool (services/rollout) wraps the same class.
+Each task carries its run's scoring settings (``worker.reward``); the worker scores it with a
+reward client opened for exactly those settings (the pool's reward URL, or in-process).
+
+Run as a process: ``python -m easyvideor1.rollout.worker --config RUN.yaml ...`` (``--help``,
+rollout/worker_cli.py: ``build_worker``); the Ray Serve pool (services/rollout) builds the same.
 """
 
 from __future__ import annotations
@@ -28,9 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from easyvideor1.cache import FrameLoader, FrameStore
+from easyvideor1.config.schema import RewardConfig
 from easyvideor1.logging import event, get_logger
 from easyvideor1.queue import Message, QueueUnavailableError, WorkQueue
-from easyvideor1.rewards.client import RewardClient, RewardServiceError
+from easyvideor1.rewards.client import RewardClient, RewardServiceError, open_reward_client
 from easyvideor1.rollout.base import RolloutEngine
 from easyvideor1.rollout.weight_follow import EngineWeights
 from easyvideor1.rollout.wire import RolloutTask, TaskError, filtered_payload, parse_task, result_payload
@@ -86,6 +90,33 @@ class PatientRewards(RewardClient):
         self.inner.close()
 
 
+class RewardClients:
+    """One patient reward client per distinct scoring settings, all on the pool's reward URL."""
+
+    def __init__(self, url: str | None, patience_s: float, stop: threading.Event, keep: int = 8):
+        self.url, self.patience_s, self.stop, self.keep = url, patience_s, stop, keep
+        self._clients: dict[str, PatientRewards] = {}
+
+    def get(self, config: RewardConfig) -> PatientRewards:
+        key = json.dumps(config.scoring_fields(), sort_keys=True)
+        client = self._clients.pop(key, None)
+        if client is None:
+            client = PatientRewards(open_reward_client(self.url, config), self.patience_s, self.stop)
+            while len(self._clients) >= self.keep:  # the least recently used goes
+                self._clients.pop(next(iter(self._clients))).close()
+        self._clients[key] = client
+        return client
+
+    @property
+    def retries(self) -> int:
+        return sum(c.retries for c in self._clients.values())
+
+    def close(self) -> None:
+        for client in self._clients.values():
+            client.close()
+        self._clients.clear()
+
+
 class _TaskPrompts:
     """Renderer stand-in: the trainer rendered each prompt; the worker uses that exact text."""
 
@@ -97,12 +128,13 @@ class _TaskPrompts:
 
 
 class RolloutWorker:
-    def __init__(self, engine: RolloutEngine, queue: WorkQueue, rewards: RewardClient, *,
+    def __init__(self, engine: RolloutEngine, queue: WorkQueue, reward_url: str | None, *,
                  frame_store: FrameStore | None, weights: EngineWeights, settings: WorkerSettings | None = None):
+        """``reward_url``: the reward service every task is scored by (None: in-process)."""
         self.engine, self.queue, self.frame_store, self.weights = engine, queue, frame_store, weights
         self.settings = settings or WorkerSettings()
         self.stop_event = threading.Event()
-        self.rewards = PatientRewards(rewards, self.settings.reward_patience_s, self.stop_event)
+        self.rewards = RewardClients(reward_url, self.settings.reward_patience_s, self.stop_event)
         self.counters: dict[str, float] = defaultdict(float)
         self.state = "ready"
         self.last_error: str | None = None
@@ -221,7 +253,7 @@ class RolloutWorker:
                 self._run_batch(batch)
 
     def _run_batch(self, batch: list[tuple[Message, RolloutTask]]) -> None:
-        from easyvideor1.rollout.stage import RolloutStage  # the embedded code path, reused as is
+        from easyvideor1.rollout.stage import EngineRolloutStage  # the embedded code path, reused as is
 
         first = batch[0][1]
         try:
@@ -236,8 +268,8 @@ class RolloutWorker:
         max_prompt = first.max_prompt_length
         if self.settings.max_model_len is not None:
             max_prompt = min(max_prompt, self.settings.max_model_len - first.sampling.max_tokens)
-        stage = RolloutStage(self.engine, loader, _TaskPrompts({t.sample.problem_id: t.prompt_text for _, t in batch}),
-                             self.rewards, max_prompt_length=max_prompt,
+        prompts = _TaskPrompts({t.sample.problem_id: t.prompt_text for _, t in batch})
+        stage = EngineRolloutStage(self.engine, loader, prompts, self.rewards.get(first.reward), max_prompt_length=max_prompt,
                              max_response_length=first.max_response_length)
         started = time.perf_counter()
         try:

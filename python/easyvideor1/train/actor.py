@@ -20,12 +20,13 @@ import torch
 
 from easyvideor1.algos import aggregate_loss, compute_kl, compute_policy_loss, kl_full_from_logits
 from easyvideor1.algos.policy_loss import policy_loss_per_token
-from easyvideor1.config.schema import ActorConfig, AlgorithmConfig
+from easyvideor1.config.schema import ActorConfig, AlgorithmConfig, RunConfig
 from easyvideor1.errors import ConfigError
 from easyvideor1.models.checkpointing import keep_activations
 from easyvideor1.models.forward import ForwardBatch, collate_forward_batch, compute_log_probs
 from easyvideor1.models.inputs import PromptInputs
 from easyvideor1.models.packing import PackedBatch, pack_forward_batch, packed_log_probs
+from easyvideor1.train.actor_group import ActorGroup
 from easyvideor1.train.batching import token_budget_microbatches
 from easyvideor1.train.data_parallel import DataParallel, RankShard, shard_batch, update_plan
 from easyvideor1.train.distributed import World, balanced_vision_calls, should_shard, wrap_fsdp
@@ -102,7 +103,16 @@ def response_logits(model: Any, batch: ForwardBatch) -> torch.Tensor:
     return out.logits[:, -(resp + 1):-1, :].float()
 
 
-class Actor:
+class Actor(ActorGroup):
+    """The policy (and the reference model when KL is on) in this process, one FSDP rank of ``world``."""
+
+    @classmethod
+    def from_config(cls, cfg: RunConfig, world: World, *, pad_token_id: int) -> Actor:
+        """The run's actor: the one construction used by the embedded trainer and every Ray rank."""
+        return cls(cfg.worker.actor.model_path, cfg.worker.actor, cfg.algorithm, world,
+                   total_steps=cfg.trainer.total_steps, pad_token_id=pad_token_id,
+                   max_response_length=cfg.data.max_response_length)
+
     def __init__(self, model_path: str, actor_cfg: ActorConfig, algo_cfg: AlgorithmConfig, world: World, *,
                  total_steps: int, pad_token_id: int, max_response_length: int):
         self.cfg, self.algo, self.world = actor_cfg, algo_cfg, world

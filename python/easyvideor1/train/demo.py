@@ -124,7 +124,7 @@ def run_demo(settings: DemoSettings) -> dict[str, Any]:
     print(f"[demo] data: {report.summary()}", flush=True)
 
     cfg = demo_config(settings, data_dir, model_dir)
-    trainer = RLTrainer(cfg)
+    trainer = RLTrainer.from_config(cfg)
     try:
         store = trainer.loader.store
         if store is not None:

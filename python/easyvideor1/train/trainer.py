@@ -1,8 +1,8 @@
-"""The embedded RL loop: data -> frames -> prompts -> rollouts -> rewards -> advantages -> update.
+"""The RL loop: data -> frames -> prompts -> rollouts -> rewards -> advantages -> update.
 
-One :class:`RLTrainer` per process. In embedded mode everything lives here; the distributed
-mode swaps the engine, reward client and frame store for networked implementations of the
-same interfaces (configuration, not a second loop).
+One :class:`RLTrainer` per process, driving the parts that train/parts.py assembles from the
+config: the embedded and the distributed mode are the same loop over other implementations of
+the same interfaces (configuration, not a second loop).
 """
 
 from __future__ import annotations
@@ -21,15 +21,14 @@ import torch
 from easyvideor1.algos import compute_advantage, compute_kl, overlong_penalty
 from easyvideor1.algos.dynamic_sampling import ScoredBatch, collect_informative_groups
 from easyvideor1.algos.kl import apply_kl_penalty, kl_controller
-from easyvideor1.config.schema import MixPolicyConfig, RewardConfig, RunConfig
+from easyvideor1.config.schema import MixPolicyConfig, RunConfig
 from easyvideor1.data import Sample, load_samples
 from easyvideor1.errors import ConfigError
 from easyvideor1.logging import event, get_logger
-from easyvideor1.prompts.renderer import PromptRenderer
-from easyvideor1.rewards.client import open_reward_client
 from easyvideor1.rollout.base import RolloutEngine, SamplingConfig
-from easyvideor1.rollout.stage import Group, RolloutStage
-from easyvideor1.train.actor import Actor, TrainItem
+from easyvideor1.rollout.stage import Group
+from easyvideor1.train.actor import TrainItem
+from easyvideor1.train.actor_group import ActorGroup
 from easyvideor1.train.checkpoint import (
     latest_checkpoint,
     load_checkpoint,
@@ -37,9 +36,8 @@ from easyvideor1.train.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
-from easyvideor1.train.distributed import init_world
-from easyvideor1.train.media import build_frame_loader
 from easyvideor1.train.metrics import MetricsLogger, plot_curves
+from easyvideor1.train.parts import TrainerParts, build_parts
 from easyvideor1.train.sampler import ResumableSampler
 
 log = get_logger(__name__)
@@ -51,29 +49,6 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def make_engine(cfg: RunConfig, model_path: str) -> RolloutEngine:
-    rollout = cfg.worker.rollout
-    max_len = cfg.data.max_prompt_length + cfg.data.max_response_length
-    if rollout.engine == "hf":
-        from easyvideor1.rollout.hf_engine import HFEngine
-
-        return HFEngine(model_path)
-    from easyvideor1.rollout.vllm_engine import VLLMEngine
-
-    kwargs: dict[str, Any] = {}
-    if torch.cuda.is_available():
-        kwargs.update(gpu_memory_utilization=rollout.gpu_memory_utilization,
-                      tensor_parallel_size=rollout.tensor_parallel_size, enforce_eager=rollout.enforce_eager)
-    return VLLMEngine(model_path, max_model_len=max_len, seed=rollout.seed, **kwargs)
-
-
-def reward_config(cfg: RunConfig) -> RewardConfig:
-    r = cfg.worker.reward
-    return RewardConfig(accuracy_weight=r.accuracy_weight, format_weight=r.format_weight,
-                        default_problem_type=r.default_problem_type, answer_tag_policy=r.answer_tag_policy,
-                        scorer_options=dict(r.scorer_options))
-
-
 @dataclass
 class ValidationReport:
     accuracy: float
@@ -83,68 +58,19 @@ class ValidationReport:
     responses: list[dict[str, Any]]
 
 
-class EnginePolicySync:
-    """Embedded mode: push each new policy straight into the in-process rollout engine."""
-
-    def __init__(self, engine: RolloutEngine):
-        self.engine = engine
-
-    def push(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
-        self.engine.update_weights(state_dict, version=version)
-
-    def close(self) -> None:
-        self.engine.close()
-
-
 class RLTrainer:
-    """The RL driver. Embedded mode owns a rollout engine; distributed mode (config
-    ``distributed.mode``) gets its rollout stage and policy sync from ``train/remote_stage.py``
-    (tasks over the work queue, weights through the object store) with the same interfaces."""
+    """The RL driver over its parts (train/parts.py): a rollout stage, a policy sync and an actor
+    group, embedded or distributed alike. ``RLTrainer.from_config(cfg)`` assembles them."""
 
-    def __init__(self, cfg: RunConfig, *, engine: RolloutEngine | None = None, actor: Any = None):
-        """``actor`` replaces the in-process :class:`Actor` with any object of the same methods
-        (e.g. a group of FSDP ranks running as Ray actors, services/trainer)."""
-        self.cfg = cfg
-        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-            # Under torchrun every rank would run its own rollouts, while the actor splits one
-            # batch that all ranks share (train/data_parallel.py): multi-GPU training is the
-            # driver plus FSDP ranks as Ray actors.
-            raise ConfigError(
-                f"RLTrainer is one driver process but WORLD_SIZE={os.environ['WORLD_SIZE']}: do not start it under "
-                "torchrun; set distributed.train_ranks=N and run `python -m services.trainer.entrypoint` "
-                "(FSDP ranks as Ray actors, docs/distributed.md)"
-            )
-        self.world = init_world(cfg.trainer.device)
+    def __init__(self, cfg: RunConfig, parts: TrainerParts):
+        self.cfg, self.parts = cfg, parts
+        self.world = parts.world
         seed_everything(cfg.trainer.seed + self.world.rank)
         self.output_dir = Path(cfg.trainer.output_dir)
         self.train_set = load_samples(cfg.data.train_files, media_root=cfg.data.media_root)
         self.val_set = load_samples(cfg.data.val_files, media_root=cfg.data.media_root) if cfg.data.val_files else []
-        model_path = cfg.worker.actor.model_path
-        self.rewards = open_reward_client(cfg.worker.reward.url, reward_config(cfg))
-        renderer = PromptRenderer(cfg.data.prompt_template_dir)
-        limits = {"max_prompt_length": cfg.data.max_prompt_length,
-                  "max_response_length": cfg.data.max_response_length}
-        if cfg.distributed.mode == "distributed":
-            from easyvideor1.models.inputs import PromptBuilder
-            from easyvideor1.train.remote_stage import build_remote_parts
-
-            self.engine = None
-            self.builder = PromptBuilder.from_pretrained(model_path)
-            self.loader = build_frame_loader(cfg, self.builder.family)
-            self.stage, self.policy_sync = build_remote_parts(cfg, self.builder, self.loader, renderer, **limits)
-        else:
-            self.engine = engine or make_engine(cfg, model_path)
-            self.builder = self.engine.builder
-            self.loader = build_frame_loader(cfg, self.engine.family)
-            self.stage = RolloutStage(self.engine, self.loader, renderer, self.rewards, **limits)
-            # An engine handed in by the caller stays the caller's to close.
-            self.policy_sync = EnginePolicySync(self.engine)
-            self._owns_engine = engine is None
-        tokenizer = self.builder.tokenizer
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        self.actor = actor or Actor(model_path, cfg.worker.actor, cfg.algorithm, self.world,
-                                    total_steps=cfg.trainer.total_steps, pad_token_id=pad,
-                                    max_response_length=cfg.data.max_response_length)
+        self.builder, self.loader = parts.builder, parts.loader
+        self.stage, self.policy_sync, self.actor = parts.stage, parts.policy_sync, parts.actor
         self.sampler = ResumableSampler(len(self.train_set), cfg.data.rollout_batch_size, shuffle=cfg.data.shuffle,
                                         seed=cfg.data.seed)
         self.kl_ctrl = kl_controller(cfg.algorithm.kl)
@@ -154,6 +80,26 @@ class RLTrainer:
                                      cfg.trainer.experiment_name, cfg.model_dump(mode="json"))
         if cfg.trainer.resume == "auto":
             self._resume()
+
+    @classmethod
+    def from_config(cls, cfg: RunConfig, *, engine: RolloutEngine | None = None,
+                    actor: ActorGroup | None = None) -> RLTrainer:
+        """Build the parts from ``cfg`` (``engine``/``actor``: ones the caller made and keeps)."""
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            # Under torchrun every rank would run its own rollouts, while the actor splits one
+            # batch that all ranks share (train/data_parallel.py): multi-GPU training is the
+            # driver plus FSDP ranks as Ray actors.
+            raise ConfigError(
+                f"RLTrainer is one driver process but WORLD_SIZE={os.environ['WORLD_SIZE']}: do not start it under "
+                "torchrun; set distributed.train_ranks=N and run `python -m services.trainer.entrypoint` "
+                "(FSDP ranks as Ray actors, docs/distributed.md)"
+            )
+        parts = build_parts(cfg, engine=engine, actor=actor)
+        try:
+            return cls(cfg, parts)
+        except BaseException:
+            parts.close()
+            raise
 
     # ---- sampling settings ----------------------------------------------------------------
     def _sampling(self, greedy: bool = False) -> SamplingConfig:
@@ -406,9 +352,7 @@ class RLTrainer:
 
     def close(self) -> None:
         self.metrics.close()
-        self.rewards.close()
-        if self.engine is None or self._owns_engine:
-            self.policy_sync.close()
+        self.parts.close()
 
 
 def _stack(rows: list[torch.Tensor | None], width: int) -> torch.Tensor:

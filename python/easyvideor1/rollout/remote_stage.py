@@ -1,9 +1,11 @@
 """Distributed mode's rollout stage and policy sync: tasks over the work queue, weights via the store.
 
-``build_remote_parts(cfg, ...) -> (stage, policy_sync)`` is what ``RLTrainer`` uses when
-``distributed.mode == "distributed"``. ``stage.run`` puts one task per sample (wire.py format)
-for the rollout pool (rollout/worker.py), rebuilds every prompt locally with the trainer's
-own builder and frame loader while the workers generate, and collects the scored groups:
+:class:`RemoteRolloutStage` and :class:`RemotePolicySync` implement the trainer's
+:class:`~easyvideor1.rollout.stage.RolloutStage` and :class:`~easyvideor1.rollout.policy_sync.PolicySync`
+when ``distributed.mode == "distributed"`` (``train/parts.py`` assembles them). ``stage.run``
+puts one task per sample (wire.py format: the run's reward settings travel with it) for the
+rollout pool (rollout/worker.py), rebuilds every prompt locally with the trainer's own
+builder and frame loader while the workers generate, and collects the scored groups:
 
 * a result whose prompt token ids differ from the local ones is filtered (counted, logged);
 * a result made by a policy more than ``distributed.staleness`` versions old (or by another
@@ -18,8 +20,8 @@ own builder and frame loader while the workers generate, and collects the scored
   lost are re-put (``queue.recover``) and the newest weight version is announced again.
   Otherwise :class:`QueueOutageError` says so; ``stage.recover()`` is the same recovery by hand.
 
-Each run has an identity (train/remote_run.py): its task-id prefix, version board and prefix in
-the weights store. URLs left unset come from ``evr1 up``'s cluster.json.
+Each run has an identity (rollout/remote_run.py): its task-id prefix, version board and prefix in
+the weights store.
 """
 
 from __future__ import annotations
@@ -35,9 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from easyvideor1.cache import FrameLoader
-from easyvideor1.config.schema import MixPolicyConfig, RunConfig
+from easyvideor1.config.schema import MixPolicyConfig, RewardConfig, RunConfig
 from easyvideor1.data import Sample
-from easyvideor1.errors import ConfigError, EasyVideoR1Error
+from easyvideor1.errors import EasyVideoR1Error
 from easyvideor1.logging import event, get_logger
 from easyvideor1.models.inputs import ImageInput, PromptBuilder, PromptInputs, VideoInput
 from easyvideor1.prompts.renderer import PromptRenderer
@@ -47,14 +49,14 @@ from easyvideor1.queue import (
     ResultTimeoutError,
     TaskDeadLetteredError,
     WorkQueue,
-    open_queue,
     open_version_board,
 )
 from easyvideor1.rollout.base import SamplingConfig
-from easyvideor1.rollout.stage import Group, RoundResult, sample_fields
+from easyvideor1.rollout.policy_sync import PolicySync
+from easyvideor1.rollout.remote_run import RunIdentity
+from easyvideor1.rollout.stage import Group, RolloutStage, RoundResult, sample_fields
 from easyvideor1.rollout.weight_sync import WeightPublisher
 from easyvideor1.rollout.wire import WIRE_VERSION, WeightsRef, join_store, reward_from_dict, task_payload
-from easyvideor1.train.remote_run import RunIdentity, apply_cluster_defaults
 
 log = get_logger(__name__)
 
@@ -83,16 +85,18 @@ class _Pending:
     requeues: int = 0
 
 
-class RemoteRolloutStage:
-    """``run`` has the signature and result of rollout/stage.py's ``RolloutStage.run``."""
+class RemoteRolloutStage(RolloutStage):
+    """Rounds generated and scored by the rollout pool (module docstring)."""
 
     def __init__(self, queue: WorkQueue, builder: PromptBuilder, loader: FrameLoader, renderer: PromptRenderer,
-                 identity: RunIdentity, *, max_prompt_length: int, max_response_length: int, staleness: int = 0,
+                 identity: RunIdentity, *, max_prompt_length: int, max_response_length: int,
+                 reward: RewardConfig | None = None, staleness: int = 0,
                  result_timeout_s: float = 1800.0, queue_patience_s: float = 120.0, max_requeues: int = 3,
                  poll_s: float = 1.0, sweep_s: float = 10.0):
         self.queue, self.builder, self.loader, self.renderer = queue, builder, loader, renderer
         self.identity = identity
         self.max_prompt_length, self.max_response_length = max_prompt_length, max_response_length
+        self.reward = reward or RewardConfig()
         self.staleness, self.result_timeout_s, self.queue_patience_s = staleness, result_timeout_s, queue_patience_s
         self.max_requeues, self.poll_s, self.sweep_s = max_requeues, poll_s, sweep_s
         self.version = 0  # the trainer's current policy version (set by RemotePolicySync.push)
@@ -122,7 +126,7 @@ class RemoteRolloutStage:
                                    max_prompt_length=self.max_prompt_length,
                                    max_response_length=self.max_response_length,
                                    video_params=self.loader.video_params, image_params=self.loader.image_params,
-                                   weights=self._weights())
+                                   weights=self._weights(), reward=self.reward)
             pending[self.task_id(uid)] = _Pending(k, sample, uid, text, payload)
         self._outstanding = pending  # the same dict: what recover() re-puts
         started = time.perf_counter()
@@ -314,10 +318,13 @@ class RemoteRolloutStage:
                   outstanding=len(self._outstanding))
         return requeued
 
+    def close(self) -> None:
+        self.queue.close()
+
 
 # ---- weights -----------------------------------------------------------------------------------
-class RemotePolicySync:
-    """``push(state_dict, version)`` publishes a policy version for the pool; ``close()`` frees all."""
+class RemotePolicySync(PolicySync):
+    """``push(state_dict, version)`` publishes a policy version for the pool."""
 
     def __init__(self, cfg: RunConfig, stage: RemoteRolloutStage, identity: RunIdentity,
                  store_options: dict[str, Any]):
@@ -362,34 +369,3 @@ class RemotePolicySync:
 
     def close(self) -> None:
         self.board.close()
-        self.stage.queue.close()
-
-
-def build_remote_parts(cfg: RunConfig, builder: PromptBuilder, loader: FrameLoader, renderer: PromptRenderer, *,
-                       max_prompt_length: int, max_response_length: int
-                       ) -> tuple[RemoteRolloutStage, RemotePolicySync]:
-    cfg, store_options = apply_cluster_defaults(cfg)
-    dist = cfg.distributed
-    missing = [name for name in ("queue_url", "weights_store") if getattr(dist, name) is None]
-    if missing:
-        raise ConfigError(f"distributed mode needs distributed.{' and distributed.'.join(missing)} "
-                          "(or a cluster started with `evr1 up`)")
-    if loader.store is None and dist.frame_cache_url:
-        # The trainer reads the frames the pool reads: warm the service's cache (as build_frame_loader
-        # does for a configured store) and read through it.
-        from easyvideor1.train.media import build_frame_loader
-
-        served = build_frame_loader(cfg.model_copy(update={"data": cfg.data.model_copy(update={
-            "frame_cache": cfg.data.frame_cache.model_copy(update={"store": dist.frame_cache_url})})}),
-            builder.family)
-        loader.store, loader.index = served.store, served.index
-    identity = RunIdentity.for_run(cfg)
-    queue = open_queue(dist.queue_url, dist.namespace)
-    stage = RemoteRolloutStage(queue, builder, loader, renderer, identity, max_prompt_length=max_prompt_length,
-                               max_response_length=max_response_length, staleness=dist.staleness,
-                               result_timeout_s=dist.result_timeout_s, queue_patience_s=dist.queue_patience_s,
-                               max_requeues=dist.max_requeues)
-    sync = RemotePolicySync(cfg, stage, identity, store_options)
-    event(log, "remote_rollout_ready", namespace=dist.namespace, run_id=identity.run_id, board=identity.board,
-          queue=dist.queue_url.split("@")[-1], weights=dist.weights_store)
-    return stage, sync
