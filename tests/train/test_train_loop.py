@@ -67,7 +67,7 @@ def test_loop_trains_logs_checkpoints_and_exports(tmp_path, demo_data, tiny_mode
     assert (tmp_path / "run" / "checkpoints" / "step_2").is_dir()
     assert (tmp_path / "run" / "curves.png").stat().st_size > 0
     exported = trainer.export(tmp_path / "export")
-    trainer.rewards.close()
+    trainer.close()
     model = AutoModelForImageTextToText.from_pretrained(exported)
     for name, value in model.state_dict().items():
         if name in after:
@@ -100,7 +100,7 @@ def test_resume_restores_exact_state(tmp_path, demo_data, tiny_model_dir, engine
     assert engine.policy_version == 1
     resumed.fit()
     assert resumed.step == 2
-    resumed.rewards.close()
+    resumed.close()
 
 
 def test_strict_check_names_the_sample(tiny_model_dir, demo_data):
@@ -138,9 +138,32 @@ def test_engine_log_probs_serve_as_old_log_probs(tmp_path, demo_data, tiny_model
                   "worker.actor.ppo_epochs=1", "worker.actor.mini_batch_size=4")
     trainer = RLTrainer.from_config(cfg, engine=engine)
     metrics = trainer.train_step()
-    trainer.rewards.close()
+    trainer.close()
     assert abs(metrics["actor/ppo_kl"]) < 1e-3
     assert metrics["actor/pg_clipfrac"] == 0.0
+
+
+def test_adaptive_kl_coefficient_moves_once_per_step_by_the_batch_kl(tmp_path, demo_data, tiny_model_dir, engine):
+    """KL as a reward penalty with the adaptive controller: one update per step, from the batch KL
+    that the penalty measured (n_steps = sequences), as in Ziegler et al. A second update with a
+    statistic that does not exist (read as 0) pushed the coefficient down every step."""
+    from easyvideor1.train.trainer import RLTrainer
+
+    cfg = _config(tmp_path, demo_data, tiny_model_dir, "trainer.total_steps=2", "algorithm.kl.enable=true",
+                  "algorithm.kl.use_as=reward", "algorithm.kl.adaptive=true", "algorithm.kl.coef=0.05",
+                  "algorithm.kl.target=1e-4", "algorithm.kl.horizon=40")
+    trainer = RLTrainer.from_config(cfg, engine=engine)
+    try:
+        for _ in range(2):
+            before = trainer.kl_ctrl.value
+            metrics = trainer.train_step()
+            kl = metrics["kl/reward_kl_penalty"]
+            sequences = (4 - metrics["data/filtered_samples"]) * cfg.worker.rollout.n
+            assert metrics["kl/reward_kl_penalty_coeff"] == before
+            error = min(max(kl / cfg.algorithm.kl.target - 1.0, -0.2), 0.2)
+            assert trainer.kl_ctrl.value == pytest.approx(before * (1 + error * sequences / 40), rel=1e-12)
+    finally:
+        trainer.close()
 
 
 def test_difficulty_filter_accounts_for_every_question(tmp_path, demo_data, tiny_model_dir, engine):

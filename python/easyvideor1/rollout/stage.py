@@ -129,7 +129,8 @@ class EngineRolloutStage(RolloutStage):
             length = len(inputs.prompt_ids) if inputs is not None else len(request.prompt_token_ids or [])
             if length > self.max_prompt_length:
                 filtered.append((sample.problem_id, f"prompt has {length} tokens (vision included), more than "
-                                 f"data.max_prompt_length={self.max_prompt_length}"))
+                                 f"the limit of {self.max_prompt_length} (data.max_prompt_length, at most the "
+                                 "engine's max model length minus the response length)"))
                 continue
             request.inputs = inputs
             requests.append(request)

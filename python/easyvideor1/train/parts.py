@@ -79,7 +79,7 @@ def build_parts(cfg: RunConfig, *, engine: RolloutEngine | None = None, actor: A
 
 def _embedded(cfg: RunConfig, engine: RolloutEngine | None, owned: list[Any]):
     from easyvideor1.rewards.client import open_reward_client
-    from easyvideor1.rollout.factory import make_engine
+    from easyvideor1.rollout.factory import make_engine, max_prompt_length
     from easyvideor1.rollout.policy_sync import EnginePolicySync
     from easyvideor1.rollout.stage import EngineRolloutStage
 
@@ -89,7 +89,7 @@ def _embedded(cfg: RunConfig, engine: RolloutEngine | None, owned: list[Any]):
     owned.append(rewards)
     loader = build_frame_loader(cfg, sync.engine.family)
     stage = EngineRolloutStage(sync.engine, loader, PromptRenderer(cfg.data.prompt_template_dir), rewards,
-                               max_prompt_length=cfg.data.max_prompt_length,
+                               max_prompt_length=max_prompt_length(cfg),
                                max_response_length=cfg.data.max_response_length)
     return sync.engine.builder, loader, stage, sync
 
