@@ -1,4 +1,4 @@
-"""FastAPI app of the frame-cache service: ``create_app(settings)``.
+"""FastAPI app of the frame-cache service: ``create_app(cfg)`` (the run config's ``serve.frame_cache``).
 
 Blobs: ``GET``/``HEAD``/``PUT``/``DELETE /v1/blobs/{key}``, ``GET /v1/keys`` (one key per
 line, streamed), ``GET /v1/stats``. Builds: ``POST /v1/builds`` (202, queued on the work
@@ -18,7 +18,6 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request
@@ -30,7 +29,8 @@ from pydantic import ValidationError
 from easyvideor1 import __version__
 from easyvideor1.cache.stores.base import FrameStore, check_key, open_store
 from easyvideor1.cache.stores.local import LocalStore
-from easyvideor1.errors import CacheError, StoreError
+from easyvideor1.config.schema import FrameCacheServiceConfig, RunConfig
+from easyvideor1.errors import CacheError, ConfigError, StoreError
 from easyvideor1.logging import event, get_logger
 from easyvideor1.queue import QueueError, ResultTimeoutError, TaskDeadLetteredError
 from services.frame_cache import builds, schemas
@@ -45,30 +45,27 @@ _PROBE_KEY = "0" * 64  # readiness asks the store about a key that no content ha
 _KEYS_PER_CHUNK = 1000
 
 
-@dataclass(frozen=True)
-class FrameCacheSettings:
-    store_url: str
-    store_options: dict[str, Any] = field(default_factory=dict)
-    queue: QueueSettings = field(default_factory=QueueSettings)
-    build_workers: int = 1  # threads of this process running builds (0: only enqueue)
-    build_processes: int = 2  # decoding subprocesses per build
-    file_timeout_s: float = 600.0  # per file, then its decoder is killed
-    token: str | None = None  # bearer token for everything but /healthz and /readyz
-    read_only: bool = False  # refuse PUT and DELETE
-    max_blob_bytes: int = 1 << 30
-    max_request_bytes: int = 8 << 20  # POST /v1/builds bodies
-    max_concurrent_reads: int = 16  # non-local stores hold a blob in memory while sending it
-    ready_timeout_s: float = 3.0  # both checks run at once, inside a 5 s probe timeout
-    shutdown_grace_s: float = 10.0
+READY_TIMEOUT_S = 3.0  # both readiness checks run at once, inside a 5 s probe timeout
 
 
-def create_app(settings: FrameCacheSettings) -> FastAPI:
+def queue_settings(fc: FrameCacheServiceConfig) -> QueueSettings:
+    return QueueSettings(url=fc.queue_url, namespace=fc.namespace, lease_s=fc.build_lease_s,
+                         max_attempts=fc.build_attempts)
+
+
+def create_app(cfg: RunConfig, *, token: str | None = None, store_options: dict[str, Any] | None = None) -> FastAPI:
+    """The service of ``cfg.serve.frame_cache`` over the store ``cfg.data.frame_cache.store``;
+    ``token``: bearer token for everything but /healthz and /readyz (None: open)."""
+    settings, store_url, store_options = cfg.serve.frame_cache, cfg.data.frame_cache.store, dict(store_options or {})
+    if not store_url:
+        raise ConfigError("the frame-cache service needs data.frame_cache.store")
+    queue_cfg = queue_settings(settings)
     metrics = FrameCacheMetrics()
-    store: FrameStore = open_store(settings.store_url, **settings.store_options)
-    board = open_build_board(settings.queue.url, settings.queue.namespace)
-    queue = QueueHandle(settings.queue)
-    workers = BuildWorkers(settings.build_workers, settings.queue,
-                           BuildSettings(settings.store_url, settings.store_options, settings.build_processes,
+    store: FrameStore = open_store(store_url, **store_options)
+    board = open_build_board(queue_cfg.url, queue_cfg.namespace)
+    queue = QueueHandle(queue_cfg)
+    workers = BuildWorkers(settings.build_workers, queue_cfg,
+                           BuildSettings(store_url, store_options, settings.build_processes,
                                          settings.file_timeout_s), board, metrics)
     reads = asyncio.Semaphore(settings.max_concurrent_reads)
     probes: dict[str, asyncio.Future] = {}
@@ -76,11 +73,11 @@ def create_app(settings: FrameCacheSettings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         workers.start()
-        if settings.build_workers == 0 and settings.queue.url.startswith("memory://"):
+        if settings.build_workers == 0 and queue_cfg.url.startswith("memory://"):
             event(_log, "frame_cache_builds_never_run", logging.WARNING,
                   reason="--build-workers 0 with a memory:// queue: no process can take the builds")
-        event(_log, "frame_cache_service_ready", store=store.url, queue=settings.queue.url,
-              build_workers=settings.build_workers, auth=settings.token is not None)
+        event(_log, "frame_cache_service_ready", store=store.url, queue=queue_cfg.url,
+              build_workers=settings.build_workers, auth=token is not None)
         try:
             yield
         finally:
@@ -96,12 +93,12 @@ def create_app(settings: FrameCacheSettings) -> FastAPI:
     bearer = HTTPBearer(auto_error=False, description="set when the service runs with a token")
 
     def require_token(creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
-        if creds is None or not hmac.compare_digest(creds.credentials.encode(), settings.token.encode()):
+        if creds is None or not hmac.compare_digest(creds.credentials.encode(), token.encode()):
             raise HTTPException(401, "missing or invalid bearer token", headers={"WWW-Authenticate": "Bearer"})
 
-    protected = [Depends(require_token)] if settings.token else []
+    protected = [Depends(require_token)] if token else []
     app.add_middleware(RequestMetrics, metrics=metrics)
-    auth = (401,) if settings.token else ()
+    auth = (401,) if token else ()
 
     def store_failed(operation: str, exc: StoreError) -> HTTPException:
         metrics.store_errors.labels(operation).inc()
@@ -166,7 +163,7 @@ def create_app(settings: FrameCacheSettings) -> FastAPI:
         valid_key(key)
         if settings.read_only:
             raise HTTPException(403, "this frame-cache service is read-only (--read-only)")
-        data = await read_body(request, settings.max_blob_bytes, "--max-blob-bytes")
+        data = await read_body(request, settings.max_blob_bytes, "serve.frame_cache.max_blob_bytes")
         try:
             await asyncio.to_thread(verify_upload, key, data)
         except CacheError as exc:
@@ -236,7 +233,7 @@ def create_app(settings: FrameCacheSettings) -> FastAPI:
                   "schema": {"$ref": "#/components/schemas/BuildRequest"}}}}},
               responses=schemas.error_responses(400, 413, 422, 503, *auth))
     async def submit_build(request: Request) -> Any:
-        body = await read_body(request, settings.max_request_bytes, "--max-request-bytes")
+        body = await read_body(request, settings.max_request_bytes, "serve.frame_cache.max_request_bytes")
         req = _parse_build_request(body)
         try:
             payload = await asyncio.to_thread(builds.payload_of, req)
@@ -280,11 +277,11 @@ def create_app(settings: FrameCacheSettings) -> FastAPI:
              responses={503: {"model": schemas.ReadyResponse, "description": "not ready"}})
     async def readyz() -> Any:
         checks = await asyncio.gather(
-            single_flight_check(lambda: _check_store(store), settings.ready_timeout_s, "store", probes),
-            single_flight_check(lambda: (board.ping(), queue.call(lambda q: q.stats())), settings.ready_timeout_s, "queue",
+            single_flight_check(lambda: _check_store(store), READY_TIMEOUT_S, "store", probes),
+            single_flight_check(lambda: (board.ping(), queue.call(lambda q: q.stats())), READY_TIMEOUT_S, "queue",
                    probes))
         problems = [p for p in checks if p]
-        body = {"ready": not problems, "store": store.url, "queue": settings.queue.url,
+        body = {"ready": not problems, "store": store.url, "queue": queue_cfg.url,
                 "build_workers": workers.alive, "builds_running": workers.busy,
                 "detail": "; ".join(problems) or None}
         return JSONResponse(body, status_code=503 if problems else 200)

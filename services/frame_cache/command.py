@@ -37,7 +37,7 @@ def add_parser(serve_subparsers) -> None:
 
 
 def serve(args: argparse.Namespace) -> int:
-    from services.frame_cache.worker import QueueSettings
+    from services.frame_cache.app import queue_settings
 
     cfg = config_from_args(args)
     fc, store = cfg.serve.frame_cache, cfg.data.frame_cache.store
@@ -46,21 +46,17 @@ def serve(args: argparse.Namespace) -> int:
                           "file:///abs/dir or s3://bucket/prefix (S3 settings from EVR1_S3_ENDPOINT, "
                           "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)")
     split_url(fc.queue_url)  # a bad queue URL is a ConfigError now, not a 503 later
-    queue = QueueSettings(url=fc.queue_url, namespace=fc.namespace, lease_s=fc.build_lease_s,
-                          max_attempts=fc.build_attempts)
+    queue = queue_settings(fc)
     if fc.worker_only:
         return _worker_only(fc, store, queue)
     import uvicorn
 
-    from services.frame_cache.app import FrameCacheSettings, create_app
+    from services.frame_cache.app import create_app
 
-    settings = FrameCacheSettings(store_url=store, queue=queue, build_workers=fc.build_workers,
-                                  build_processes=fc.build_processes, file_timeout_s=fc.file_timeout_s,
-                                  token=resolve_token(fc.token_env, TOKEN_ENV), read_only=fc.read_only,
-                                  max_blob_bytes=fc.max_blob_bytes, shutdown_grace_s=fc.shutdown_grace_s)
+    app = create_app(cfg, token=resolve_token(fc.token_env, TOKEN_ENV))
     event(_log, "frame_cache_service_starting", host=fc.host, port=fc.port, store=store,
           queue=fc.queue_url, build_workers=fc.build_workers)
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), host=fc.host, port=fc.port,
+    server = uvicorn.Server(uvicorn.Config(app, host=fc.host, port=fc.port,
                                            log_level=fc.log_level, access_log=False,
                                            timeout_graceful_shutdown=int(fc.shutdown_grace_s) + 5))
     server.run()

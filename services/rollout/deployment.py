@@ -91,7 +91,7 @@ class RolloutReplica:
         self.built = build_worker(cfg)
         self.worker, self.queue = self.built.worker, self.built.worker.queue
         self.worker.start()
-        event(log, "rollout_replica_started", consumer=self.worker.settings.consumer,
+        event(log, "rollout_replica_started", consumer=self.worker.consumer,
               namespace=cfg.distributed.namespace)
 
     async def __call__(self, request: Request) -> JSONResponse:

@@ -336,6 +336,9 @@ class FrameCacheServiceConfig(Section):
     worker_only: bool = Field(False, description="Run build workers only (no HTTP server); needs a redis:// queue.")
     read_only: bool = Field(False, description="Refuse PUT and DELETE of blobs.")
     max_blob_bytes: int = Field(1 << 30, ge=1, description="Largest PUT body.")
+    max_request_bytes: int = Field(8 << 20, ge=1, description="Largest POST /v1/builds body.")
+    max_concurrent_reads: int = Field(16, ge=1, description="Blob reads served at once (a non-local store holds "
+                                      "a blob in memory while it is sent).")
     token_env: str | None = Field(None, description="Require 'Authorization: Bearer $VAR' with this variable "
                                   "(null: $EVR1_FRAME_CACHE_TOKEN when it is set, else open).")
     shutdown_grace_s: float = Field(10.0, gt=0, description="Seconds running builds get after SIGTERM.")

@@ -26,12 +26,11 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from easyvideor1.cache import FrameLoader, FrameStore
-from easyvideor1.config.schema import RewardConfig
+from easyvideor1.config.schema import RewardConfig, RolloutPoolConfig
 from easyvideor1.logging import event, get_logger
 from easyvideor1.queue import Message, QueueUnavailableError, WorkQueue
 from easyvideor1.rewards.client import RewardClient, RewardServiceError, open_reward_client
@@ -42,23 +41,6 @@ from easyvideor1.rollout.wire import RolloutTask, TaskError, filtered_payload, p
 log = get_logger("rollout.worker")
 # Worker counter -> FrameLoader counter.
 _LOADER_COUNTERS = {"frame_hits": "hits", "frame_decodes": "misses", "frame_store_errors": "fallbacks_store_error"}
-
-
-@dataclass
-class WorkerSettings:
-    consumer: str = ""
-    batch_size: int = 8
-    block_s: float = 1.0
-    linger_s: float = 0.05  # after the first task, how long to wait for more to fill the batch
-    reward_patience_s: float = 120.0  # how long scoring is retried while the reward service is down
-    max_model_len: int | None = None  # prompts that cannot fit beside max_tokens are filtered
-    status_file: str | None = None
-    max_consecutive_errors: int = 20  # loop errors in a row before the worker reports itself failed
-    max_task_failures: int = 5  # tasks in a row failing alone (a broken engine) before the same
-
-    def __post_init__(self) -> None:
-        if not self.consumer:
-            self.consumer = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
 
 class WorkerBroken(RuntimeError):
@@ -128,13 +110,24 @@ class _TaskPrompts:
 
 
 class RolloutWorker:
+    # Loop tuning, not run settings: the lease wait, how long a batch may fill after its first
+    # task, and how many failures in a row mean the worker (not a task) is broken.
+    block_s = 1.0
+    linger_s = 0.05
+    max_consecutive_errors = 20
+    max_task_failures = 5
+
     def __init__(self, engine: RolloutEngine, queue: WorkQueue, reward_url: str | None, *,
-                 frame_store: FrameStore | None, weights: EngineWeights, settings: WorkerSettings | None = None):
-        """``reward_url``: the reward service every task is scored by (None: in-process)."""
+                 frame_store: FrameStore | None, weights: EngineWeights, pool: RolloutPoolConfig | None = None,
+                 max_model_len: int | None = None, consumer: str = "", status_file: str | None = None):
+        """``reward_url``: the reward service every task is scored by (None: in-process); ``pool``:
+        the run config's ``serve.rollout``; ``max_model_len``: the engine's (longer prompts are filtered)."""
         self.engine, self.queue, self.frame_store, self.weights = engine, queue, frame_store, weights
-        self.settings = settings or WorkerSettings()
+        self.pool = pool or RolloutPoolConfig()
+        self.max_model_len, self.status_file = max_model_len, status_file
+        self.consumer = consumer or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.stop_event = threading.Event()
-        self.rewards = RewardClients(reward_url, self.settings.reward_patience_s, self.stop_event)
+        self.rewards = RewardClients(reward_url, self.pool.reward_patience_s, self.stop_event)
         self.counters: dict[str, float] = defaultdict(float)
         self.state = "ready"
         self.last_error: str | None = None
@@ -165,7 +158,7 @@ class RolloutWorker:
         retried with backoff, and only ``max_consecutive_errors`` in a row end the loop (the
         health check then fails, and a supervisor such as Ray Serve replaces the worker)."""
         backoff, errors = 0.5, 0
-        event(log, "rollout_worker_started", consumer=self.settings.consumer, queue=repr(self.queue))
+        event(log, "rollout_worker_started", consumer=self.consumer, queue=repr(self.queue))
         try:
             while not self.stop_event.is_set():
                 try:
@@ -184,7 +177,7 @@ class RolloutWorker:
                     self.state, self.last_error = "error", f"{type(exc).__name__}: {exc}"
                     self.counters["loop_errors"] += 1
                     log.exception("rollout worker step failed (%d in a row)", errors)
-                    if errors >= self.settings.max_consecutive_errors:
+                    if errors >= self.max_consecutive_errors:
                         self.state = "failed"
                         return
                 event(log, "rollout_worker_backoff", logging.WARNING, error=str(self.last_error)[:300],
@@ -196,19 +189,19 @@ class RolloutWorker:
             if self.state != "failed":
                 self.state = "stopped"
             self._write_status(force=True)
-            event(log, "rollout_worker_stopped", consumer=self.settings.consumer, state=self.state)
+            event(log, "rollout_worker_stopped", consumer=self.consumer, state=self.state)
 
     def step(self) -> int:
         """Lease and handle one batch; returns the number of messages handled."""
         self.state = "ready"
         self._write_status()
-        batch, consumer = self.settings.batch_size, self.settings.consumer
-        messages = self.queue.get(consumer, count=batch, block_s=self.settings.block_s)
+        batch, consumer = self.pool.batch_size, self.consumer
+        messages = self.queue.get(consumer, count=batch, block_s=self.block_s)
         if not messages:
             return 0
         # Tasks of one round arrive one put at a time: wait a moment for the rest of a batch,
         # since one engine call for many prompts costs little more than for one.
-        deadline = time.monotonic() + self.settings.linger_s
+        deadline = time.monotonic() + self.linger_s
         while len(messages) < batch and (left := deadline - time.monotonic()) > 0:
             more = self.queue.get(consumer, count=batch - len(messages), block_s=left)
             if not more:
@@ -266,8 +259,8 @@ class RolloutWorker:
         loader = self._loader(first)
         before = loader.stats()
         max_prompt = first.max_prompt_length
-        if self.settings.max_model_len is not None:
-            max_prompt = min(max_prompt, self.settings.max_model_len - first.sampling.max_tokens)
+        if self.max_model_len is not None:
+            max_prompt = min(max_prompt, self.max_model_len - first.sampling.max_tokens)
         prompts = _TaskPrompts({t.sample.problem_id: t.prompt_text for _, t in batch})
         stage = EngineRolloutStage(self.engine, loader, prompts, self.rewards.get(first.reward), max_prompt_length=max_prompt,
                              max_response_length=first.max_response_length)
@@ -286,7 +279,7 @@ class RolloutWorker:
                 return
             self._nack(batch[0][0], f"rollout failed: {type(exc).__name__}: {exc}")
             self._task_failures += 1
-            if self._task_failures >= self.settings.max_task_failures:
+            if self._task_failures >= self.max_task_failures:
                 raise WorkerBroken(f"{self._task_failures} tasks in a row failed alone; last: {exc}") from exc
             return
         self._task_failures = 0
@@ -301,7 +294,7 @@ class RolloutWorker:
               version=version, seconds=round(time.perf_counter() - started, 3), **result.timings)
         groups = {g.uid: g for g in result.groups}
         filtered = dict(result.filtered)
-        common = {"worker": self.settings.consumer, "board": first.weights.board, "counters": counters}
+        common = {"worker": self.consumer, "board": first.weights.board, "counters": counters}
         for k, (message, task) in enumerate(batch):
             group = groups.get(f"w-{k}-{task.sample.problem_id}")
             if group is not None:
@@ -363,13 +356,13 @@ class RolloutWorker:
     def status(self) -> dict[str, Any]:
         counters = dict(self.counters)
         counters["reward_retries"] = float(self.rewards.retries)
-        return {"state": self.state, "consumer": self.settings.consumer, "pid": os.getpid(),
+        return {"state": self.state, "consumer": self.consumer, "pid": os.getpid(),
                 "engine_version": int(getattr(self.engine, "policy_version", 0)), "board": self.weights.board,
                 "holding": list(self._holding), "counters": counters, "last_error": self.last_error,
                 "healthy": self.healthy(), "updated_at": time.time()}
 
     def _write_status(self, force: bool = False) -> None:
-        path = self.settings.status_file
+        path = self.status_file
         now = time.monotonic()
         if path is None or (not force and now - self._status_written < 0.5):
             return

@@ -21,7 +21,7 @@ from easyvideor1.config.cli import add_config_arguments, config_from_args
 from easyvideor1.config.schema import RunConfig
 from easyvideor1.errors import ConfigError
 from easyvideor1.logging import event, get_logger
-from easyvideor1.rollout.worker import RolloutWorker, WorkerSettings
+from easyvideor1.rollout.worker import RolloutWorker
 
 log = get_logger("rollout.worker")
 FLAGS = ("worker.actor.model_path", "worker.rollout.engine", "distributed.queue_url", "distributed.namespace",
@@ -77,10 +77,8 @@ def build_worker(cfg: RunConfig, *, consumer: str = "", status_file: str | None 
         for part in reversed(parts):
             part.close()
         raise
-    settings = WorkerSettings(consumer=consumer, batch_size=pool.batch_size, reward_patience_s=pool.reward_patience_s,
-                              max_model_len=max_model_len(cfg), status_file=status_file)
-    worker = RolloutWorker(engine, queue, cfg.worker.reward.url, frame_store=store, weights=weights,
-                           settings=settings)
+    worker = RolloutWorker(engine, queue, cfg.worker.reward.url, frame_store=store, weights=weights, pool=pool,
+                           max_model_len=max_model_len(cfg), consumer=consumer, status_file=status_file)
     return BuiltWorker(worker, parts)
 
 
