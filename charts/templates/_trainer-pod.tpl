@@ -8,6 +8,8 @@ metadata:
   labels:
     {{- include "easyvideor1.labels" (dict "root" $root "component" "trainer") | nindent 4 }}
     easyvideor1.io/ray-role: {{ .role }}
+  annotations:
+    {{- include "easyvideor1.runConfigChecksum" $root | nindent 4 }}
 spec:
   automountServiceAccountToken: false
   {{- with $t.serviceAccountName }}
@@ -48,13 +50,11 @@ spec:
       securityContext:
         {{- include "easyvideor1.containerSecurityContext" $root | nindent 8 }}
       volumeMounts:
-        - {name: run-config, mountPath: /etc/easyvideor1, readOnly: true}
+        {{- include "easyvideor1.runConfigMount" $root | nindent 8 }}
         - {name: tmp, mountPath: /tmp}
         - {name: dshm, mountPath: /dev/shm}
   volumes:
-    - name: run-config
-      configMap:
-        name: {{ include "easyvideor1.rayName" (dict "root" $root "component" "trainer") }}-config
+    {{- include "easyvideor1.runConfigVolume" $root | nindent 4 }}
     - name: tmp
       emptyDir: {}
     - name: dshm

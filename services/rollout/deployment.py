@@ -36,7 +36,7 @@ from easyvideor1.errors import ConfigError
 from easyvideor1.logging import event, get_logger
 
 log = get_logger("services.rollout")
-DEPLOYMENT_NAME = "RolloutEngine"  # the Helm chart's rollout.deploymentName
+DEPLOYMENT_NAME = "RolloutEngine"  # the Serve deployment: its replicas and their logs carry this name
 
 
 ARG_KEYS = ("config", "run_config", "overrides")

@@ -3,6 +3,12 @@
 ``evr1 ...`` is parsed by ``easyvideor1.cli.main.build_parser()`` and must reach a leaf
 command; ``kopf``/``ray`` by their click groups (kopf's ``-m`` modules must import);
 ``python -m X`` must import X. Anything else is unknown and fails.
+
+Given ``files`` (path -> text: what the pod's ConfigMap volumes put there), a command that
+reads a run config is also run up to its config: ``evr1 serve ... --config FILE`` loads FILE
+with its flags as the command itself does (``config_from_args``), and the trainer
+entrypoint's FILE and KEY=VALUE overrides load the same way. The file must be one the pod
+mounts, and the config must validate.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import io
 import json
 import re
 import shlex
+import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +41,10 @@ def evr1_parser() -> argparse.ArgumentParser:
     return build_parser()
 
 
-def resolve_evr1(args: list[str]) -> argparse.Namespace:
+RUN_CONFIG_TRAINER = "services.trainer.entrypoint"
+
+
+def resolve_evr1(args: list[str], files: dict[str, str] | None = None) -> argparse.Namespace:
     parser = evr1_parser()
     _require_leaf(parser, args, "evr1")
     err = io.StringIO()
@@ -44,7 +54,34 @@ def resolve_evr1(args: list[str]) -> argparse.Namespace:
     except SystemExit:
         raise AssertionError(f"evr1 {shlex.join(args)}: {err.getvalue().strip()}") from None
     assert callable(getattr(namespace, "func", None)), f"evr1 {shlex.join(args)}: no command function"
+    if any(dest.startswith("config_field__") for dest in vars(namespace)):  # reads the run config
+        _load_run_config(f"evr1 {shlex.join(args)}", namespace, files)
     return namespace
+
+
+def load_mounted_config(where: str, path: str | None, overrides: list[str], files: dict[str, str] | None):
+    """The run config at ``path`` as the pod sees it (``files``), with ``overrides``; the
+    defaults when ``path`` is None. AssertionError when it is not mounted or does not validate."""
+    from easyvideor1.config import load_config
+    from easyvideor1.errors import ConfigError
+
+    if path is not None and files is not None:
+        assert path in files, f"{where}: {path} is not a file the pod mounts (mounted: {sorted(files)})"
+    try:
+        if path is None or files is None:
+            return load_config(None if files is None else path, overrides)
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml") as handle:
+            handle.write(files[path])
+            handle.flush()
+            return load_config(handle.name, overrides)
+    except ConfigError as exc:
+        raise AssertionError(f"{where}: {exc}") from None
+
+
+def _load_run_config(where: str, namespace: argparse.Namespace, files: dict[str, str] | None):
+    from easyvideor1.config.cli import config_overrides
+
+    return load_mounted_config(where, namespace.config, config_overrides(namespace), files)
 
 
 def _require_leaf(parser: argparse.ArgumentParser, args: list[str], prog: str) -> None:
@@ -106,11 +143,12 @@ def resolve_import_path(path: str) -> Any:
     return target
 
 
-def resolve(argv: list[str]) -> None:
+def resolve(argv: list[str], files: dict[str, str] | None = None) -> None:
+    """``files``: what the pod mounts (path -> text); when given, run configs are loaded from it."""
     assert argv, "empty command"
     prog, args = argv[0], list(argv[1:])
     if prog == "evr1":
-        resolve_evr1(args)
+        resolve_evr1(args, files)
     elif prog == "kopf":
         resolve_kopf(args)
     elif prog == "ray":
@@ -118,6 +156,10 @@ def resolve(argv: list[str]) -> None:
     elif prog in ("python", "python3"):
         assert args[:1] == ["-m"] and len(args) > 1, f"{shlex.join(argv)}: only `python -m MODULE` is allowed"
         import_module(args[1])
+        if args[1] == RUN_CONFIG_TRAINER:  # CONFIG [KEY=VALUE ...] [--export DIR]
+            positional = [a for a in args[2:] if not a.startswith("--")]
+            assert positional, f"{shlex.join(argv)}: no run config file"
+            load_mounted_config(shlex.join(argv), positional[0], [a for a in positional[1:] if "=" in a], files)
     else:
         raise AssertionError(f"{shlex.join(argv)}: {prog} is not a command of the project's images")
 

@@ -18,7 +18,7 @@ from typing import Any
 import jsonschema
 import kubernetes_validate
 import yaml
-from helm_python.chart import Chart
+from helm_python.chart import Chart, values_from_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -60,7 +60,8 @@ def chart() -> Chart:
 
 
 def load_values(path: Path) -> dict[str, Any]:
-    return yaml.safe_load(path.read_text()) or {}
+    """A values file as `helm install -f` reads it (YAML 1.1: a bare key ``n`` is ``false``)."""
+    return values_from_yaml(path.read_text()) or {}
 
 
 @functools.cache
@@ -225,6 +226,34 @@ def split_image(image: str) -> tuple[str, str]:
     repository, _, tag = image.rpartition(":")
     assert repository and "/" not in tag, f"image {image!r} has no tag"
     return repository, tag
+
+
+# ---- the run config in ConfigMaps ----------------------------------------------------
+
+def config_maps(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {obj["metadata"]["name"]: obj for obj in objects if obj["kind"] == "ConfigMap"}
+
+
+def mounted_files(pod: dict[str, Any], container: dict[str, Any],
+                  maps: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Path -> text of every ConfigMap key ``container`` sees through its volume mounts (the
+    ConfigMaps being ``maps``); a ConfigMap that is not among them contributes nothing."""
+    refs = {v["name"]: v["configMap"] for v in pod.get("volumes", []) if "configMap" in v}
+    files = {}
+    for mount in container.get("volumeMounts", []):
+        ref = refs.get(mount["name"])
+        if ref is None or ref["name"] not in maps:
+            continue
+        data = maps[ref["name"]].get("data", {})
+        items = ref.get("items") or [{"key": key, "path": key} for key in data]
+        for item in items:
+            path = f"{mount['mountPath'].rstrip('/')}/{item['path']}"
+            if "subPath" in mount:
+                if mount["subPath"] != item["path"]:
+                    continue
+                path = mount["mountPath"]
+            files[path] = data[item["key"]]
+    return files
 
 
 def load_yaml_docs(text: str) -> list[dict[str, Any]]:

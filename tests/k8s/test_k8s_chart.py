@@ -10,9 +10,16 @@ from helm_python.errors import HelmError
 from k8s_corpus import chart_cases
 from k8s_support import CHART, RECOMMENDED_LABELS, RELEASE, by_kind, chart, ident, notes, render_objects
 
-from easyvideor1.config import apply_override, validate_config
+from easyvideor1.config import validate_config
 
 TRAINER = {"trainer": {"enabled": True}}
+RUN_YAML = "/etc/easyvideor1/run.yaml"
+
+
+def run_config(objects):
+    """The release's run config (the one ConfigMap every component mounts), validated."""
+    config_map = named(objects, "ConfigMap", "-run-config")
+    return validate_config(yaml.safe_load(config_map["data"]["run.yaml"]), "chart run.yaml")
 
 
 def kinds(objects):
@@ -45,6 +52,7 @@ def test_chart_identity():
 def test_default_objects():
     objects = render_objects()
     assert kinds(objects) == [
+        ("ConfigMap", "easyvideor1-run-config"),
         ("Deployment", "easyvideor1-frame-cache"), ("Deployment", "easyvideor1-reward"),
         ("HorizontalPodAutoscaler", "easyvideor1-frame-cache"), ("HorizontalPodAutoscaler", "easyvideor1-reward"),
         ("NetworkPolicy", "easyvideor1-minio"), ("NetworkPolicy", "easyvideor1-redis"),
@@ -122,7 +130,7 @@ def test_switches_add_and_remove_objects():
     assert operator == {("Deployment", "easyvideor1-operator"), ("ServiceAccount", "easyvideor1-operator"),
                         ("ClusterRole", "easyvideor1-operator"), ("ClusterRoleBinding", "easyvideor1-operator")}
     trainer = set(kinds(render_objects(TRAINER))) - base
-    assert trainer == {("RayJob", "easyvideor1-trainer"), ("ConfigMap", "easyvideor1-trainer-config")}
+    assert trainer == {("RayJob", "easyvideor1-trainer")}  # it mounts the release's run config
     monitors = set(kinds(render_objects({"monitoring": {"serviceMonitor": {"enabled": True}}}))) - base
     assert monitors == {("ServiceMonitor", "easyvideor1-reward"), ("ServiceMonitor", "easyvideor1-frame-cache")}
     no_rollout = base - set(kinds(render_objects({"rollout": {"enabled": False}})))
@@ -135,13 +143,13 @@ def test_external_redis_and_s3_replace_the_statefulsets():
     assert by_kind(objects, "StatefulSet") == [] and by_kind(objects, "Secret") == []
     container = named(objects, "Deployment", "-frame-cache")["spec"]["template"]["spec"]["containers"][0]
     env = env_of(container)
-    assert env["EVR1_QUEUE_URL"] == values["redis"]["external"]["url"]
     assert env["EVR1_S3_ENDPOINT"] == values["store"]["external"]["endpoint"]
     assert env["AWS_ACCESS_KEY_ID"]["secretKeyRef"] == {"name": "easyvideor1-s3", "key": "AWS_ACCESS_KEY_ID"}
-    assert container["args"][container["args"].index("--store") + 1] == "s3://ml-video-frames/easyvideor1/frames"
-    serve = yaml.safe_load(by_kind(objects, "RayService")[0]["spec"]["serveConfigV2"])
-    assert serve["applications"][0]["args"]["queue_url"] == values["redis"]["external"]["url"]
-    assert serve["applications"][0]["args"]["namespace"] == "prod"
+    config = run_config(objects)
+    assert config.data.frame_cache.store == "s3://ml-video-frames/easyvideor1/frames"
+    assert config.distributed.weights_store == "s3://ml-video-frames/easyvideor1/weights"
+    assert config.serve.frame_cache.queue_url == config.distributed.queue_url == values["redis"]["external"]["url"]
+    assert config.distributed.namespace == "prod"
 
 
 def test_in_release_services_are_wired_together():
@@ -151,47 +159,65 @@ def test_in_release_services_are_wired_together():
     minio_env = env_of(named(objects, "StatefulSet", "-minio")["spec"]["template"]["spec"]["containers"][0])
     assert minio_env["MINIO_ROOT_USER"]["secretKeyRef"]["name"] == secret["metadata"]["name"]
     fc_env = env_of(named(objects, "Deployment", "-frame-cache")["spec"]["template"]["spec"]["containers"][0])
-    assert fc_env["EVR1_QUEUE_URL"] == "redis://easyvideor1-redis:6379/0"
     assert fc_env["EVR1_S3_ENDPOINT"] == "http://easyvideor1-minio:9000"
-    args = yaml.safe_load(by_kind(objects, "RayService")[0]["spec"]["serveConfigV2"])["applications"][0]["args"]
-    assert {k: args[k] for k in ("model_path", "queue_url", "namespace", "reward_url", "frame_cache_url",
-                                 "weights_store")} == {
-        "model_path": "Qwen/Qwen2.5-VL-7B-Instruct", "queue_url": "redis://easyvideor1-redis:6379/0",
-        "namespace": "default", "reward_url": "http://easyvideor1-reward:8000",
-        "frame_cache_url": "http://easyvideor1-frame-cache:8001", "weights_store": "s3://easyvideor1/weights"}
+    config = run_config(objects)
+    assert config.distributed.queue_url == config.serve.frame_cache.queue_url == "redis://easyvideor1-redis:6379/0"
+    assert config.distributed.namespace == "default"
+    assert config.worker.reward.url == "http://easyvideor1-reward:8000"
+    assert config.distributed.frame_cache_url == "http://easyvideor1-frame-cache:8001"
+    assert config.distributed.weights_store == "s3://easyvideor1/weights"
+    assert config.data.frame_cache.store == "s3://easyvideor1/frames"
+    assert config.worker.actor.model_path == "Qwen/Qwen2.5-VL-7B-Instruct"
+    # The pool gets the file, nothing else: every setting it uses is in it.
+    app = yaml.safe_load(by_kind(objects, "RayService")[0]["spec"]["serveConfigV2"])["applications"][0]
+    assert app["args"] == {"config": RUN_YAML}
+
+
+def test_disabled_services_are_not_in_the_run_config():
+    config = run_config(render_objects(chart_cases()["values-reward-only"]))
+    assert config.distributed.frame_cache_url is None  # no frame-cache service in this release
+    assert config.worker.reward.url == "http://easyvideor1-reward:8000"
+    alone = run_config(render_objects({"reward": {"enabled": False}}))
+    assert alone.worker.reward.url is None  # scores in-process
 
 
 def test_rollout_pool_sizes_and_autoscaling():
     values = chart_cases()["values-gpu-large"]
-    service = by_kind(render_objects(values), "RayService")[0]
+    objects = render_objects(values)
+    service = by_kind(objects, "RayService")[0]
     cluster = service["spec"]["rayClusterConfig"]
     assert cluster["enableInTreeAutoscaling"] is True
     group = cluster["workerGroupSpecs"][0]
     assert (group["minReplicas"], group["maxReplicas"]) == (1, 4)
     limits = group["template"]["spec"]["containers"][0]["resources"]["limits"]
     assert limits["nvidia.com/gpu"] == "8" and limits["memory"] == "900Gi"
-    app = yaml.safe_load(service["spec"]["serveConfigV2"])["applications"][0]
+    serve = yaml.safe_load(service["spec"]["serveConfigV2"])
+    app = serve["applications"][0]
     assert "deployments" not in app  # build_app sets its own backlog-based autoscaling policy
-    assert {k: app["args"][k] for k in ("num_gpus", "num_cpus", "min_replicas", "max_replicas",
-                                        "tasks_per_replica")} == {
-        "num_gpus": 4, "num_cpus": 16, "min_replicas": 2, "max_replicas": 8, "tasks_per_replica": 32}
+    pool = run_config(objects).serve.rollout
+    assert (pool.num_gpus, pool.num_cpus, pool.min_replicas, pool.max_replicas, pool.tasks_per_replica) == (
+        4, 16, 2, 8, 32)
+    assert (app["name"], app["route_prefix"]) == (pool.app_name, pool.route_prefix)
+    assert serve["http_options"] == {"host": "0.0.0.0", "port": pool.http_port}
     with pytest.raises(HelmError, match="rollout.workers.gpus"):
-        render_objects({"rollout": {"gpusPerReplica": 2, "workers": {"gpus": 1}}})
-    with pytest.raises(HelmError, match="rollout.autoscaling.minReplicas"):
-        render_objects({"rollout": {"autoscaling": {"minReplicas": 5, "maxReplicas": 2}}})
+        render_objects({"runConfig": {"serve": {"rollout": {"num_gpus": 2}}}, "rollout": {"workers": {"gpus": 1}}})
+    with pytest.raises(HelmError, match="runConfig.serve.rollout.min_replicas"):
+        render_objects({"runConfig": {"serve": {"rollout": {"min_replicas": 5, "max_replicas": 2}}}})
+    with pytest.raises(HelmError, match="rollout.workers.minReplicas"):
+        render_objects({"rollout": {"workers": {"minReplicas": 5, "maxReplicas": 2}}})
 
 
 @pytest.mark.parametrize("case", ["values-gpu-large", "values-single-node-trainer"])
 def test_trainer_job_and_its_run_config(case):
     values = chart_cases()[case]
     objects = render_objects(values)
-    job, config_map = by_kind(objects, "RayJob")[0], by_kind(objects, "ConfigMap")[0]
+    job = by_kind(objects, "RayJob")[0]
     spec, t = job["spec"], values["trainer"]
-    assert spec["entrypoint"] == "python -m services.trainer.entrypoint /etc/easyvideor1/run.yaml distributed.mode=distributed"
+    assert spec["entrypoint"] == f"python -m services.trainer.entrypoint {RUN_YAML} distributed.mode=distributed"
     assert spec["shutdownAfterJobFinishes"] is True
     assert spec["ttlSecondsAfterFinished"] == t.get("ttlSecondsAfterFinished", 3600)
     head = spec["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
-    assert {"name": "run-config", "configMap": {"name": config_map["metadata"]["name"]}} in head["volumes"]
+    assert {"name": "run-config", "configMap": {"name": "easyvideor1-run-config"}} in head["volumes"]
     workers = spec["rayClusterSpec"].get("workerGroupSpecs", [])
     if t["numWorkers"]:
         assert workers[0]["replicas"] == t["numWorkers"]
@@ -200,29 +226,35 @@ def test_trainer_job_and_its_run_config(case):
     else:
         assert workers == []
         assert head["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == str(t["gpusPerWorker"])
-    raw = yaml.safe_load(config_map["data"]["run.yaml"])
-    apply_override(raw, "distributed.mode=distributed")
-    config = validate_config(raw, "chart run.yaml")
+    config = run_config(objects)
+    assert config.distributed.mode == "distributed"
     assert config.distributed.queue_url == "redis://easyvideor1-redis:6379/0"
     assert config.worker.reward.url == "http://easyvideor1-reward:8000"
     assert config.data.frame_cache.store == "s3://easyvideor1/frames"
     assert config.kubernetes.num_workers == t["numWorkers"] and config.kubernetes.namespace == "easyvideor1"
-    assert config.worker.actor.model_path == t["runConfig"]["worker"]["actor"]["model_path"]
+    assert config.worker.actor.model_path == values["runConfig"]["worker"]["actor"]["model_path"]
+    assert config.trainer.experiment_name == values["runConfig"]["trainer"]["experiment_name"]
 
 
 def test_user_run_config_wins_over_release_defaults():
-    values = {"trainer": {"enabled": True, "runConfig": {
+    values = {"trainer": {"enabled": True}, "runConfig": {
         "data": {"train_files": "/d.jsonl", "frame_cache": {"store": "s3://other/frames"}},
         "worker": {"actor": {"model_path": "m"}}, "distributed": {"queue_url": "redis://elsewhere:6379/1"},
-        "kubernetes": {"num_workers": 99}}}}
+        "serve": {"reward": {"host": "127.0.0.1", "max_batch": 64}},
+        "kubernetes": {"num_workers": 99, "service_account": "nobody"}}}
     objects = render_objects(values)
-    config = validate_config(yaml.safe_load(by_kind(objects, "ConfigMap")[0]["data"]["run.yaml"]))
+    config = run_config(objects)
     assert config.distributed.queue_url == "redis://elsewhere:6379/1"
     assert config.data.frame_cache.store == "s3://other/frames"
     assert config.distributed.frame_cache_url == "http://easyvideor1-frame-cache:8001"
-    # kubernetes.* describes the RayJob actually rendered, whatever the run config said.
+    assert config.serve.reward.max_batch == 64
+    # What the release's objects need wins: servers in pods listen on every address ...
+    assert config.serve.reward.host == config.serve.frame_cache.host == config.serve.rollout.http_host == "0.0.0.0"
+    # ... and kubernetes.* describes the RayJob actually rendered, whatever the run config said.
     job = by_kind(objects, "RayJob")[0]
     assert config.kubernetes.num_workers == job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] == 1
+    assert config.kubernetes.service_account is None
+    assert "serviceAccountName" not in job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
 
 
 def test_service_monitors_use_the_bearer_tokens():
@@ -237,12 +269,18 @@ def test_service_monitors_use_the_bearer_tokens():
 
 def test_tokens_reach_services_and_their_clients():
     objects = render_objects(chart_cases()["values-operator"])
+    config = run_config(objects)
+    assert config.serve.reward.token_env == "EVR1_REWARD_TOKEN"
+    assert config.serve.frame_cache.token_env == "EVR1_FRAME_CACHE_TOKEN"
     reward = named(objects, "Deployment", "-reward")["spec"]["template"]["spec"]["containers"][0]
-    assert reward["args"][-2:] == ["--token-env", "EVR1_REWARD_TOKEN"]
     assert env_of(reward)["EVR1_REWARD_TOKEN"]["secretKeyRef"]["name"] == "easyvideor1-reward-token"
+    frame_cache = named(objects, "Deployment", "-frame-cache")["spec"]["template"]["spec"]["containers"][0]
+    assert env_of(frame_cache)["EVR1_FRAME_CACHE_TOKEN"]["secretKeyRef"]["name"] == "easyvideor1-frame-cache-token"
     worker = by_kind(objects, "RayService")[0]["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]
     env = env_of(worker["template"]["spec"]["containers"][0])
     assert {"EVR1_REWARD_TOKEN", "EVR1_FRAME_CACHE_TOKEN"} <= set(env)
+    open_config = run_config(render_objects())
+    assert open_config.serve.reward.token_env is None and open_config.serve.frame_cache.token_env is None
 
 
 def test_long_release_names_stay_within_kubernetes_limits():

@@ -7,11 +7,13 @@ import json
 import re
 
 import pytest
+import yaml
+from helm_python.chart import values_from_yaml
 from helm_python.errors import HelmValuesError
 from k8s_corpus import chart_cases
-from k8s_support import CHART, chart, render
+from k8s_support import CHART, VALUES_FILES, chart, render
 
-FREE_FORM = {"affinity", "runConfig"}  # passed through; validated by Kubernetes / by evr1 at start
+FREE_FORM = {"affinity"}  # passed through; validated by Kubernetes
 
 
 @pytest.mark.parametrize("case", sorted(chart_cases()))
@@ -36,7 +38,11 @@ BAD_VALUES = [
                                    "limits": {"cpu": "1", "memory": "1Gi"}}}}, "gpu"),
     ({"trainer": {"numWorkers": -2}}, "/trainer/numWorkers"),
     ({"trainer": {"memoryPerWorker": "lots"}}, "/trainer/memoryPerWorker"),
-    ({"rollout": {"gpusPerReplica": 0}}, "/rollout/gpusPerReplica"),
+    ({"runConfig": {"workers": {"reward": {}}}}, "workers"),  # a section the run config does not have
+    ({"runConfig": {"serve": {"rewards": {}}}}, "rewards"),
+    ({"runConfig": {"serve": {"reward": {"port": "http"}}}}, "/runConfig/serve/reward/port"),
+    ({"runConfig": {"serve": {"rollout": {"num_gpus": -1}}}}, "/runConfig/serve/rollout/num_gpus"),
+    ({"runConfig": {"worker": "none"}}, "/runConfig/worker"),
     ({"monitoring": {"serviceMonitor": {"interval": "soon"}}}, "interval"),
     ({"reward": {"networkPolicy": {"extraEgress": [{"too": []}]}}}, "too"),
     ({"reward": {"tolerations": [{"key": "gpu", "operator": "Equals"}]}}, "operator"),
@@ -89,9 +95,39 @@ def _documented_keys(values, prefix=""):
             yield path
 
 
-def test_readme_documents_every_value():
+def _readme_section(title):
     readme = (CHART / "README.md").read_text()
-    table = set(re.findall(r"^\| `([^`]+)` \|", readme, re.MULTILINE))
+    start = readme.index(f"\n## {title}\n")
+    end = readme.find("\n## ", start + 1)
+    return readme[start:end if end != -1 else None]
+
+
+def test_readme_documents_every_value():
+    table = set(re.findall(r"^\| `([^`]+)` \|", _readme_section("Values"), re.MULTILINE))
     expected = set(_documented_keys(chart().values))
     assert expected - table == set(), "values missing from charts/README.md"
     assert table - expected == set(), "README documents values that do not exist"
+
+
+def test_readme_maps_every_removed_value_to_its_config_field():
+    """The values that became run-config fields: the schema keeps them only to fail with a hint,
+    and the README's table says where each one went."""
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    removed = set()
+
+    def walk(node, path):
+        for key, sub in node.get("properties", {}).items():
+            if sub.get("description", "").startswith("Removed:"):
+                removed.add(f"{path}{key}")
+            walk(sub, f"{path}{key}.")
+
+    walk(schema, "")
+    mapped = set(re.findall(r"^\| `([^`]+)` \| ", _readme_section("The run config"), re.MULTILINE))
+    assert removed and removed <= mapped
+
+
+@pytest.mark.parametrize("path", VALUES_FILES, ids=lambda p: p.name)
+def test_values_files_mean_the_same_to_helm(path):
+    """Helm reads values as YAML 1.1: a bare key such as `n` (worker.rollout.n) turns into
+    `false`. The shipped files must mean what they say."""
+    assert values_from_yaml(path.read_text()) == (yaml.safe_load(path.read_text()) or {})

@@ -22,7 +22,18 @@ from k8s_commands import (
     resolve_kopf,
 )
 from k8s_corpus import corpus, corpus_ids
-from k8s_support import REPO, chart, containers, ident, images, pod_specs, render, split_image
+from k8s_support import (
+    REPO,
+    chart,
+    config_maps,
+    containers,
+    ident,
+    images,
+    mounted_files,
+    pod_specs,
+    render,
+    split_image,
+)
 
 from easyvideor1.errors import ConfigError
 from easyvideor1.k8s import RAY_VERSION
@@ -32,8 +43,11 @@ DOCKERFILES = sorted((REPO / "docker").glob("*.Dockerfile"))
 
 @pytest.mark.parametrize("source", corpus_ids())
 def test_every_container_command_resolves(source):
+    """... and every command that reads a run config finds it mounted, and it validates."""
     checked = 0
-    for obj in corpus()[source]:
+    objects = corpus()[source]
+    maps = config_maps(objects)
+    for obj in objects:
         for where, _, pod, _ in pod_specs(obj):
             for container in containers(pod):
                 repository, _ = split_image(container["image"])
@@ -48,10 +62,11 @@ def test_every_container_command_resolves(source):
                     assert _dockerfile_ray_version(container["image"]) == RAY_VERSION, where
                     assert _login_shell_path(container["image"]), f"{where}: `bash -l` would not find ray"
                     continue
-                resolve(argv)
+                resolve(argv, mounted_files(pod, container, maps))
                 checked += 1
-        if obj["kind"] == "RayJob":
-            resolve(shlex.split(obj["spec"]["entrypoint"]))
+        if obj["kind"] == "RayJob":  # the driver runs on the head
+            head = obj["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+            resolve(shlex.split(obj["spec"]["entrypoint"]), mounted_files(head, head["containers"][0], maps))
             checked += 1
     if source.startswith("render-job"):
         assert checked == 1  # the entrypoint
@@ -75,21 +90,32 @@ def _dockerfile_ray_version(image: str) -> str | None:
 
 
 def _serve_applications():
+    """(where, application, files every Ray pod of the service mounts)."""
     for source, objects in corpus().items():
+        maps = config_maps(objects)
         for obj in objects:
             if obj["kind"] == "RayService":
+                pods = [pod for _, _, pod, _ in pod_specs(obj)]
+                seen = [mounted_files(pod, pod["containers"][0], maps) for pod in pods]
+                common = {path: text for path, text in seen[0].items() if all(f.get(path) == text for f in seen)}
                 for app in yaml.safe_load(obj["spec"]["serveConfigV2"])["applications"]:
-                    yield f"{source} {ident(obj)}", app
+                    yield f"{source} {ident(obj)}", app, common
 
 
-def test_rollout_serve_application_builds():
-    """Ray Serve imports the import_path in the rollout image and calls it with the args."""
+def test_rollout_serve_application_builds(tmp_path):
+    """Ray Serve imports the import_path in the rollout image and calls it with the args; the
+    run config file they name is mounted in the head and every worker group (Serve may build
+    the application and places replicas on any of them)."""
     apps = list(_serve_applications())
     assert apps
-    for where, app in apps:
+    for index, (where, app, files) in enumerate(apps):
         builder = resolve_import_path(app["import_path"])
-        assert builder(dict(app["args"])) is not None, where
-    broken = {**apps[0][1]["args"], "queue_ur": "redis://x:6379/0"}
+        args = dict(app["args"])
+        assert args.get("config") in files, f"{where}: args {args} name no file every Ray pod mounts"
+        local = tmp_path / f"run-{index}.yaml"
+        local.write_text(files[args["config"]])
+        assert builder({**args, "config": str(local)}) is not None, where
+    broken = {**apps[0][1]["args"], "config": str(tmp_path / "run-0.yaml"), "queue_ur": "redis://x:6379/0"}
     with pytest.raises(ConfigError, match="queue_ur"):
         builder(broken)
 
@@ -154,7 +180,10 @@ def test_dockerfile_lint_catches(tmp_path, text, problem):
     (["evr1", "train"], "required"),
     (["evr1", "cache", "build", "data.jsonl", "--stroe", "s3://b/p"], "--stroe"),
     (["evr1", "serve", "reward", "--prot", "8000"], "--prot"),
-    (["evr1", "serve", "reward", "--log-level", "loud"], "invalid choice"),
+    (["evr1", "serve", "reward", "--log-level", "loud"], "serve.reward.log_level"),
+    (["evr1", "serve", "frame-cache", "--config", "/etc/easyvideor1/run.yaml"], "not a file the pod mounts"),
+    (["python", "-m", "services.trainer.entrypoint", "/etc/easyvideor1/run.yaml", "worker.rollout.nn=2"],
+     "not a file the pod mounts"),
     (["kopf", "run", "--standalone", "-m", "operators.videorljob.handler"], "does not import"),
     (["kopf", "run", "--standalon", "-m", "operators.videorljob.handlers"], "standalon"),
     (["python", "-m", "operators.nonexistent"], "does not import"),
@@ -162,7 +191,27 @@ def test_dockerfile_lint_catches(tmp_path, text, problem):
 ])
 def test_resolver_rejects_broken_commands(argv, problem):
     with pytest.raises(AssertionError, match=re.escape(problem)):
-        resolve(argv)
+        resolve(argv, files={})
+
+
+RUN_YAML = "/etc/easyvideor1/run.yaml"
+REWARD = ["evr1", "serve", "reward", "--config", RUN_YAML]
+FRAME_CACHE = ["evr1", "serve", "frame-cache", "--config", RUN_YAML]
+TRAINER = ["python", "-m", "services.trainer.entrypoint", RUN_YAML, "distributed.mode=distributed"]
+
+
+@pytest.mark.parametrize("argv, text, problem", [
+    ([*REWARD, "--port", "http"], "{}", "serve.reward.port"),
+    (REWARD, "worker:\n  reward:\n    workers: 0\n", "worker.reward.workers"),
+    (FRAME_CACHE, "serve:\n  frame_cache:\n    nost: 0.0.0.0\n", "serve.frame_cache.nost"),
+    ([*TRAINER, "worker.rollout.nn=2"], "{}", "worker.rollout.nn"),
+    (TRAINER, "- a list\n", "top level must be a mapping"),
+])
+def test_resolver_loads_the_mounted_run_config(argv, text, problem):
+    with pytest.raises(AssertionError, match=re.escape(problem)):
+        resolve(argv, {RUN_YAML: text})
+    good = [a for a in argv if a not in ("--port", "http", "worker.rollout.nn=2")]
+    resolve(good, {RUN_YAML: "worker:\n  reward:\n    workers: 2\n"})
 
 
 def test_resolver_accepts_the_real_entry_points():

@@ -10,7 +10,13 @@ from k8s_support import REPO, kuberay_errors, load_yaml_docs
 from easyvideor1.cli.main import main
 from easyvideor1.config import apply_override, dump_config, load_config, validate_config
 from easyvideor1.errors import ConfigError
-from easyvideor1.k8s import RUN_CONFIG_PATH, TRAIN_ENTRYPOINT, render_job
+from easyvideor1.k8s import (
+    CONFIG_CHECKSUM_ANNOTATION,
+    RUN_CONFIG_PATH,
+    TRAIN_ENTRYPOINT,
+    render_job,
+    run_config_checksum,
+)
 
 EXAMPLE_JOB = REPO / "examples" / "k8s" / "rayjob-qwen25vl-7b.yaml"
 EXAMPLE_ARGS = ["--s3-endpoint", "http://easyvideor1-minio:9000", "--s3-secret", "easyvideor1-s3"]
@@ -49,12 +55,21 @@ def test_output_is_a_configmap_then_a_rayjob(capsys, tmp_path):
     assert head["containers"][0]["resources"]["limits"] == {"cpu": "8", "memory": "32Gi"}
     assert {"name": "run-config", "configMap": {"name": config_map["metadata"]["name"]}} in head["volumes"]
     assert job["metadata"]["namespace"] == config_map["metadata"]["namespace"] == "easyvideor1"
+    # Mounted read-only where the entrypoint reads it, in the head and every worker, with its checksum.
+    checksum = run_config_checksum(config_map["data"]["run.yaml"])
+    for template in (spec["rayClusterSpec"]["headGroupSpec"]["template"], workers["template"]):
+        assert template["metadata"]["annotations"] == {CONFIG_CHECKSUM_ANNOTATION: checksum}
+        mounts = template["spec"]["containers"][0]["volumeMounts"]
+        assert {"name": "run-config", "mountPath": "/etc/easyvideor1", "readOnly": True} in mounts
 
 
 def test_configmap_holds_the_resolved_config(capsys):
     code, out, _ = run_cli(capsys, EXAMPLE_RUN, "worker.rollout.n=16", "trainer.total_steps=7")
-    config_map, _ = load_yaml_docs(out)
+    config_map, job = load_yaml_docs(out)
     expected = load_config(EXAMPLE_RUN, ["worker.rollout.n=16", "trainer.total_steps=7"])
+    _, plain = load_yaml_docs(run_cli(capsys, EXAMPLE_RUN)[1])
+    head = lambda j: j["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["metadata"]  # noqa: E731
+    assert head(job)["annotations"] != head(plain)["annotations"]  # another config, other pods
     assert config_map["data"]["run.yaml"] == dump_config(expected)
     raw = yaml.safe_load(config_map["data"]["run.yaml"])
     apply_override(raw, "distributed.mode=distributed")  # what the entrypoint adds

@@ -53,7 +53,8 @@ def register(subparsers) -> None:
     job = sub.add_parser(
         "render-job", help="the trainer as a KubeRay RayJob plus its config ConfigMap",
         description="Render a RayJob (head and GPU worker groups sized by the config's kubernetes.* "
-                    "section) and the ConfigMap with the resolved run config it mounts. "
+                    "section) and the ConfigMap with the resolved run config it mounts (read-only at "
+                    "/etc/easyvideor1, as in the Helm chart's pods; its SHA-256 is the pods' checksum/run-config). "
                     "Apply with: evr1 k8s render-job run.yaml | kubectl apply -f -")
     job.add_argument("config", help="run config YAML (see docs/config.md)")
     job.add_argument("overrides", nargs="*", help="dotted KEY=VALUE overrides, e.g. kubernetes.num_workers=4")

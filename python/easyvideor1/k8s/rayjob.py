@@ -1,13 +1,17 @@
 """Render the trainer of a run config as a KubeRay ``RayJob`` plus the ``ConfigMap`` it mounts.
 
-The run config is written whole into the ConfigMap and mounted at
-``/etc/easyvideor1/run.yaml``; the job runs ``evr1 train`` on it in distributed mode. Pod
-sizes come from the config's ``kubernetes`` section. Used by ``evr1 k8s render-job`` and by
-the VideoRLJob operator, so both create the same objects.
+The run config is written whole into the ConfigMap (key ``run.yaml``) and mounted read-only at
+``/etc/easyvideor1`` into the head and every worker; the job runs the trainer entrypoint on
+``/etc/easyvideor1/run.yaml`` in distributed mode, and each pod template carries the file's
+SHA-256 (``checksum/run-config``). Pod sizes come from the config's ``kubernetes`` section.
+The Helm chart's trainer RayJob has the same shape: the same volume, mount, key, entrypoint
+and annotation, mounting the release's ``<release>-run-config`` instead of ``<job>-config``.
+Used by ``evr1 k8s render-job`` and by the VideoRLJob operator, so both create the same objects.
 """
 
 from __future__ import annotations
 
+import hashlib
 import shlex
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +40,8 @@ RUN_CONFIG_PATH = f"{RUN_CONFIG_DIR}/{RUN_CONFIG_KEY}"
 TRAIN_ENTRYPOINT = f"python -m services.trainer.entrypoint {shlex.quote(RUN_CONFIG_PATH)} distributed.mode=distributed"
 COMPONENT = "trainer"
 CONFIG_VOLUME = "run-config"
+# Pod template annotation with the SHA-256 of run.yaml (the chart sets the same one).
+CONFIG_CHECKSUM_ANNOTATION = "checksum/run-config"
 # Ray ports (the KubeRay port names, so its Services pick them up).
 HEAD_PORTS = (("gcs-server", 6379), ("dashboard", 8265), ("client", 10001), ("metrics", 8080))
 DASHBOARD_AGENT_PORT = 52365
@@ -68,7 +74,8 @@ def render_job(config: RunConfig, *, name: str | None = None, suspend: bool = Fa
     credentials from a Secret) and ``volumes`` ((volume, mount) pairs, e.g. the dataset's
     claim) go into every Ray pod."""
     check_trainable(config)
-    extras = _PodExtras(env=list(env or []), volumes=list(volumes or []))
+    run_yaml = dump_config(config)
+    extras = _PodExtras(env=list(env or []), volumes=list(volumes or []), checksum=run_config_checksum(run_yaml))
     name = check_dns_label(name or job_name(config), "RayJob name", MAX_RAYJOB_NAME)
     namespace = check_dns_label(config.kubernetes.namespace, "kubernetes.namespace")
     common = labels(name="easyvideor1", instance=name, component=COMPONENT, managed_by=managed_by)
@@ -82,7 +89,7 @@ def render_job(config: RunConfig, *, name: str | None = None, suspend: bool = Fa
         return meta
 
     config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata(config_map_name),
-                  "data": {RUN_CONFIG_KEY: dump_config(config)}}
+                  "data": {RUN_CONFIG_KEY: run_yaml}}
     ray_job = {
         "apiVersion": "ray.io/v1",
         "kind": "RayJob",
@@ -99,6 +106,11 @@ def render_job(config: RunConfig, *, name: str | None = None, suspend: bool = Fa
         },
     }
     return [config_map, ray_job]
+
+
+def run_config_checksum(run_yaml: str) -> str:
+    """The ``checksum/run-config`` annotation value: SHA-256 of the run.yaml text."""
+    return hashlib.sha256(run_yaml.encode()).hexdigest()
 
 
 def s3_env(endpoint: str | None, secret: str | None) -> list[dict[str, Any]]:
@@ -127,6 +139,7 @@ def _runtime_env() -> str:
 class _PodExtras:
     env: list[dict[str, Any]]
     volumes: list[tuple[dict[str, Any], dict[str, Any]]]
+    checksum: str
 
 
 def _cluster_spec(config: RunConfig, common: dict[str, str], config_map_name: str,
@@ -205,7 +218,8 @@ def _ray_pod(config: RunConfig, common: dict[str, str], config_map_name: str, ex
         spec["tolerations"] = [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
     if config.kubernetes.service_account:
         spec["serviceAccountName"] = config.kubernetes.service_account
-    return {"metadata": {"labels": {**common, "easyvideor1.io/ray-role": role}}, "spec": spec}
+    return {"metadata": {"labels": {**common, "easyvideor1.io/ray-role": role},
+                         "annotations": {CONFIG_CHECKSUM_ANNOTATION: extras.checksum}}, "spec": spec}
 
 
 def _submitter_template(config: RunConfig, common: dict[str, str]) -> dict[str, Any]:
