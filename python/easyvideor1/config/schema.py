@@ -391,3 +391,11 @@ class RunConfig(Section):
     distributed: DistributedConfig = Field(default_factory=DistributedConfig)
     kubernetes: KubernetesConfig = Field(default_factory=KubernetesConfig)
     serve: ServeConfig = Field(default_factory=ServeConfig)
+
+    @model_validator(mode="after")
+    def _pool_fits_its_engines(self) -> RunConfig:
+        gpus, tp = self.serve.rollout.num_gpus, self.worker.rollout.tensor_parallel_size
+        if 0 < gpus < tp:
+            raise ValueError(f"serve.rollout.num_gpus ({gpus:g}) is less than worker.rollout.tensor_parallel_size "
+                             f"({tp}): each replica's engine spans that many GPUs")
+        return self
