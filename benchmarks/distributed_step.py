@@ -76,9 +76,10 @@ def rl_step(workdir: Path, steps: int) -> None:
     embedded, embedded_rollout = _steps(embedded_cfg, steps)
     with redis_server() as server:
         worker = subprocess.Popen(
-            [sys.executable, "-m", "easyvideor1.rollout.worker", "--model", str(model), "--queue", server.url,
-             "--namespace", "bench", "--weights-store", str(workdir / "weights"), "--frame-store",
-             str(workdir / "frames"), "--max-model-len", "1100", "--batch-size", "8"],
+            [sys.executable, "-m", "easyvideor1.rollout.worker", "--model-path", str(model), "--queue-url", server.url,
+             "--namespace", "bench", "--weights-store", str(workdir / "weights"), "--batch-size", "8",
+             f"data.frame_cache.store={workdir / 'frames'}", "data.max_prompt_length=1084",
+             "data.max_response_length=16"],
             stdout=open(workdir / "worker.log", "wb"), stderr=subprocess.STDOUT)
         try:
             dist_cfg = load_config(None, run_overrides(data, model, workdir / "distributed", **{
