@@ -77,7 +77,12 @@ def serve_pool(args: argparse.Namespace) -> int:
     app = build_app({"run_config": cfg.model_dump(mode="json")})  # config errors surface before Ray is touched
     ray.init(address=cfg.distributed.ray_address or "auto", log_to_driver=False)
     serve.start(http_options={"host": pool.http_host, "port": pool.http_port})
-    serve.run(app, name=pool.app_name, route_prefix=pool.route_prefix)
+    try:
+        serve.run(app, name=pool.app_name, route_prefix=pool.route_prefix)
+    except RuntimeError as exc:  # it names no cause: the replicas' own error is in serve.status()
+        from services.rollout.diagnose import deploy_failure_reason
+
+        raise EasyVideoR1Error(f"{exc}\n{deploy_failure_reason(pool.app_name)}") from exc
     url = f"http://{pool.http_host}:{pool.http_port}{pool.route_prefix.rstrip('/')}"
     replicas = pool.replicas or pool.min_replicas
     ready = _wait_ready(url, replicas, pool.ready_timeout_s)

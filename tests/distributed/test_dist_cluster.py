@@ -27,7 +27,7 @@ def test_up_train_as_a_ray_job_then_down(tmp_path, tiny_model_dir):
     cluster = tmp_path / ".evr1"
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
     up = _run([BIN / "evr1", "up", "--dir", cluster, "--model", tiny_model_dir, "--namespace", "clustertest",
-               "--max-model-len", "1100", "--ray-cpus", "4", "--timeout", "300"], 480, env)
+               "--ray-cpus", "4", "--timeout", "300"], 480, env)
     try:
         assert up.returncode == 0, f"evr1 up failed:\n{up.stdout[-2000:]}\n{up.stderr[-4000:]}"
         state = json.loads((cluster / "cluster.json").read_text())

