@@ -144,6 +144,20 @@ def temporal_patches(family: ModelFamily, num_frames: int) -> int:
     return math.ceil(num_frames / family.temporal_patch_size)
 
 
+def video_grid_thw(family: str | ModelFamily, num_frames: int, height: int, width: int) -> tuple[int, int, int]:
+    """The patch grid ``(t, h, w)`` the video processor gives frames of this shape (no resizing)."""
+    fam = get_family(family)
+    gh, gw = _grid(fam, height, width, "video")
+    return temporal_patches(fam, num_frames), gh, gw
+
+
+def image_grid_thw(family: str | ModelFamily, height: int, width: int) -> tuple[int, int, int]:
+    """The patch grid ``(1, h, w)`` of an image (padded to one temporal patch by the processor)."""
+    fam = get_family(family)
+    gh, gw = _grid(fam, height, width, "image")
+    return 1, gh, gw
+
+
 def visual_token_count(family: str | ModelFamily, shape: tuple[int, ...] | Any, *, kind: str = "video") -> int:
     """Number of ``<|video_pad|>``/``<|image_pad|>`` tokens (= visual features) for one item.
 

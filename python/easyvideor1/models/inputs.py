@@ -1,16 +1,23 @@
 """The one prompt/input builder used by every rollout engine and by the trainer.
 
 Frames arrive already sampled and resized (from the frame cache or the decoder) together
-with their metadata. The processor is called with re-sampling and re-resizing switched off
-(``do_sample_frames=False``, ``do_resize=False``) and with the true source fps and frame
-indices, so the number of visual tokens and Qwen3-VL's timestamps are the same in rollout,
-reference and actor passes. The token counts are checked three ways (placeholders in the
-prompt, features the grids describe, arithmetic from the frame shapes) before any model
-sees them, so a mismatch is reported here, by sample, instead of deep inside a forward.
+with their metadata. The prompt's token ids, M-RoPE positions and token types come from the
+chat-templated text and that metadata alone (models/expansion.py, equal to what the
+processor gives); pixels go through the image/video processors only, with re-sampling and
+re-resizing switched off (``do_sample_frames=False``, ``do_resize=False``) and the true
+source fps and frame indices, so the number of visual tokens and Qwen3-VL's timestamps are
+the same in rollout, reference and actor passes. The token counts are checked three ways
+(placeholders in the prompt, features the grids describe, arithmetic from the frame shapes)
+before any model sees them, so a mismatch is reported here, by sample, instead of deep
+inside a forward.
+
+``build_prompt`` = ``expand`` (text only) + ``attach_pixels`` (``pixel_tensors`` + checks);
+a stage that only needs ids (a trainer shipping prompts to rollout workers) calls ``expand``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
 from collections.abc import Mapping, Sequence
@@ -19,29 +26,34 @@ from typing import Any
 
 import numpy as np
 
-from easyvideor1.errors import EasyVideoR1Error
-from easyvideor1.models.families import (
-    IMAGE_PAD,
-    VIDEO_PAD,
-    ModelFamily,
-    get_family,
-    visual_token_count,
+from easyvideor1.models.expansion import (
+    ExpandedPrompt,
+    MediaInputError,
+    PlaceholderMismatchError,
+    check_image_metadata,
+    check_media_slots,
+    check_video_metadata,
+    check_visual_tokens,
+    expand_prompt,
+    mm_token_type_ids,
 )
-from easyvideor1.models.rope import mrope_positions
+from easyvideor1.models.families import ModelFamily, get_family, visual_token_count
 from easyvideor1.video.metadata import ImageMetadata, VideoMetadata
+
+__all__ = [
+    "PROCESSOR_KWARGS", "ImageInput", "MediaInputError", "PlaceholderMismatchError", "PromptBuilder", "PromptInputs",
+    "VideoInput", "attach_pixels", "build_prompt", "check_visual_tokens", "expand", "hf_video_metadata",
+    "messages_from_problem", "mm_token_type_ids", "pixel_tensors", "render_prompt",
+]
 
 # Placeholders of the data format (docs/data-format.md), mapped to chat content items.
 _PLACEHOLDER = re.compile(r"(<video>|<image>)")
 # What the processor must not redo: frames are final when they reach us.
 PROCESSOR_KWARGS: dict[str, Any] = {"do_sample_frames": False, "do_resize": False}
+# The processor outputs a forward needs besides the ids (in this order).
+PIXEL_KEYS = ("pixel_values", "image_grid_thw", "pixel_values_videos", "video_grid_thw", "second_per_grid_ts")
 
-
-class PlaceholderMismatchError(EasyVideoR1Error):
-    """Vision placeholder tokens and visual features disagree for one sample."""
-
-
-class MediaInputError(EasyVideoR1Error):
-    """Frames/images or their metadata are not what the model can take."""
+Grid = tuple[int, int, int]
 
 
 @dataclass(frozen=True)
@@ -68,6 +80,9 @@ class PromptInputs:
     takes); ``prompt_ids`` are the expanded token ids; ``position_ids`` (3, L) are M-RoPE
     positions computed the original Qwen way (models/rope.py) and ``next_position`` is
     where generated text continues.
+
+    A text-only prompt (:meth:`PromptBuilder.expand`) has the media *metadata* and grids but
+    no frames and ``tensors == {}`` (``pixels_pending``); ``attach_pixels`` adds them.
     """
 
     sample_id: str
@@ -82,13 +97,32 @@ class PromptInputs:
     num_video_tokens: int = 0
     num_image_tokens: int = 0
     family: ModelFamily | None = field(default=None, repr=False)
+    video_metadata: tuple[VideoMetadata, ...] = ()
+    image_metadata: tuple[ImageMetadata, ...] = ()
+    video_grid_thw: tuple[Grid, ...] = ()
+    image_grid_thw: tuple[Grid, ...] = ()
+    second_per_grid_ts: tuple[float, ...] | None = None
 
     @property
     def num_visual_tokens(self) -> int:
         return self.num_video_tokens + self.num_image_tokens
 
+    @property
+    def num_videos(self) -> int:
+        return max(len(self.videos), len(self.video_metadata))
+
+    @property
+    def num_images(self) -> int:
+        return max(len(self.images), len(self.image_metadata))
+
+    @property
+    def pixels_pending(self) -> bool:
+        """True for a text-only prompt with media: a forward needs ``attach_pixels`` first."""
+        return (self.num_videos + self.num_images) > 0 and not self.tensors
+
     def video_metadata_dicts(self) -> list[dict[str, Any]]:
-        return [v.metadata.processor_metadata() for v in self.videos]
+        metas = self.video_metadata or tuple(v.metadata for v in self.videos)
+        return [m.processor_metadata() for m in metas]
 
 
 def messages_from_problem(problem: str, *, system: str | None = None) -> list[dict[str, Any]]:
@@ -120,14 +154,11 @@ def _check_video(sample_id: str, index: int, video: VideoInput, family: ModelFam
         raise MediaInputError(f"{where}: metadata lists {meta.num_frames} frame indices for {t} frames")
     if (meta.height, meta.width) != (h, w):
         raise MediaInputError(f"{where}: metadata says {meta.height}x{meta.width}, frames are {h}x{w}")
-    if h % family.factor or w % family.factor:
-        raise MediaInputError(f"{where}: {h}x{w} is not a multiple of the {family.name} factor {family.factor} "
-                              f"(cached with factor {meta.factor}; rebuild the cache for this model family)")
-    if meta.source_fps <= 0:
-        raise MediaInputError(f"{where}: source fps must be > 0, got {meta.source_fps}")
+    check_video_metadata(sample_id, index, meta, family)
 
 
-def _check_image(sample_id: str, index: int, image: ImageInput, family: ModelFamily) -> None:
+def _check_image(sample_id: str, index: int, image: ImageInput, family: ModelFamily) -> ImageMetadata:
+    """Checks one image and returns its metadata (made from the array when none was given)."""
     array, meta = image.image, image.metadata
     where = f"sample {sample_id!r} image {index}"
     if not isinstance(array, np.ndarray) or array.dtype != np.uint8 or array.ndim != 3 or array.shape[-1] != 3:
@@ -135,8 +166,10 @@ def _check_image(sample_id: str, index: int, image: ImageInput, family: ModelFam
     h, w = array.shape[:2]
     if meta is not None and (meta.height, meta.width) != (h, w):
         raise MediaInputError(f"{where}: metadata says {meta.height}x{meta.width}, image is {h}x{w}")
-    if h % family.factor or w % family.factor:
-        raise MediaInputError(f"{where}: {h}x{w} is not a multiple of the {family.name} factor {family.factor}")
+    if meta is None:
+        meta = ImageMetadata(height=h, width=w, source_height=h, source_width=w, factor=family.factor)
+    check_image_metadata(sample_id, index, meta, family)
+    return meta
 
 
 def hf_video_metadata(metadata: VideoMetadata) -> dict[str, Any]:
@@ -144,27 +177,123 @@ def hf_video_metadata(metadata: VideoMetadata) -> dict[str, Any]:
     return {k: v for k, v in metadata.processor_metadata().items() if k != "do_sample_frames"}
 
 
-def check_visual_tokens(sample_id: str, input_ids: Sequence[int], *, image_token_id: int, video_token_id: int,
-                        image_grid_thw: Sequence[Sequence[int]] = (), video_grid_thw: Sequence[Sequence[int]] = (),
-                        merge_size: int) -> tuple[int, int]:
-    """Raise :class:`PlaceholderMismatchError` unless placeholders equal features; returns both counts."""
-    ids = np.asarray(list(input_ids))
-    counts = {}
-    for kind, token_id, grids in (("image", image_token_id, image_grid_thw), ("video", video_token_id, video_grid_thw)):
-        n_tokens = int((ids == token_id).sum())
-        n_features = sum(int(np.prod(g)) // merge_size**2 for g in grids)
-        if n_tokens != n_features:
-            raise PlaceholderMismatchError(
-                f"sample {sample_id!r}: {kind} features and {kind} tokens do not match: "
-                f"{n_tokens} {kind} placeholder tokens in the sequence, {n_features} {kind} features "
-                f"from {len(grids)} {kind}(s) with grids {[list(map(int, g)) for g in grids]}"
-            )
-        counts[kind] = n_tokens
-    return counts["image"], counts["video"]
-
-
 def _grid_list(tensor: Any) -> list[list[int]]:
     return [] if tensor is None else [[int(x) for x in row] for row in tensor.tolist()]
+
+
+def render_prompt(processor: Any, messages: str | Sequence[Mapping[str, Any]], *,
+                  add_generation_prompt: bool = True) -> str:
+    """The chat-templated text with one unexpanded placeholder per video/image."""
+    if isinstance(messages, str):
+        messages = messages_from_problem(messages)
+    return processor.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=add_generation_prompt)
+
+
+def _from_expansion(sample_id: str, prompt_text: str, exp: ExpandedPrompt, fam: ModelFamily,
+                    video_metas: tuple[VideoMetadata, ...], image_metas: tuple[ImageMetadata, ...]) -> PromptInputs:
+    return PromptInputs(
+        sample_id=sample_id, prompt_text=prompt_text, prompt_ids=exp.prompt_ids,
+        mm_token_type_ids=exp.mm_token_type_ids, position_ids=exp.position_ids, next_position=exp.next_position,
+        tensors={}, num_video_tokens=exp.num_video_tokens, num_image_tokens=exp.num_image_tokens, family=fam,
+        video_metadata=video_metas, image_metadata=image_metas, video_grid_thw=exp.video_grid_thw,
+        image_grid_thw=exp.image_grid_thw, second_per_grid_ts=exp.second_per_grid_ts,
+    )
+
+
+def expand(processor: Any, messages: str | Sequence[Mapping[str, Any]], video_metas: Sequence[VideoMetadata] = (),
+           image_metas: Sequence[ImageMetadata] = (), *, family: str | ModelFamily, sample_id: str = "",
+           add_generation_prompt: bool = True) -> PromptInputs:
+    """A text-only :class:`PromptInputs` (no pixels, ``tensors == {}``) from media metadata.
+
+    Ids, positions, token types and counts equal :func:`build_prompt`'s for the same media.
+    """
+    fam = get_family(family)
+    video_metas, image_metas = tuple(video_metas), tuple(image_metas)
+    prompt_text = render_prompt(processor, messages, add_generation_prompt=add_generation_prompt)
+    exp = expand_prompt(processor, fam, prompt_text, video_metas, image_metas, sample_id=sample_id)
+    return _from_expansion(sample_id, prompt_text, exp, fam, video_metas, image_metas)
+
+
+def pixel_tensors(processor: Any, videos: Sequence[VideoInput] = (), images: Sequence[ImageInput] = (), *,
+                  family: str | ModelFamily, sample_id: str = "") -> dict[str, Any]:
+    """``pixel_values``/``image_grid_thw``/``pixel_values_videos``/``video_grid_thw``/``second_per_grid_ts``.
+
+    The processor runs without text, so only its image/video processors work (plus
+    Qwen2.5-VL's ``second_per_grid_ts``): the tensors are exactly those of a full call.
+    """
+    fam = get_family(family)
+    videos, images = tuple(videos), tuple(images)
+    for i, video in enumerate(videos):
+        _check_video(sample_id, i, video, fam)
+    for i, image in enumerate(images):
+        _check_image(sample_id, i, image, fam)
+    if not videos and not images:
+        return {}
+    call: dict[str, Any] = {"return_tensors": "pt", **PROCESSOR_KWARGS}
+    if videos:
+        call["videos"] = [v.frames for v in videos]
+        call["video_metadata"] = [hf_video_metadata(v.metadata) for v in videos]
+    if images:
+        call["images"] = [im.image for im in images]
+    out = processor(**call)
+    return {k: out[k] for k in PIXEL_KEYS if out.get(k) is not None}
+
+
+def attach_pixels(processor: Any, inputs: PromptInputs, videos: Sequence[VideoInput] = (),
+                  images: Sequence[ImageInput] = ()) -> PromptInputs:
+    """``inputs`` (from :func:`expand`) with the frames' pixel tensors, checked three ways."""
+    fam = get_family(inputs.family) if inputs.family is not None else None
+    if fam is None:
+        raise MediaInputError(f"sample {inputs.sample_id!r}: prompt inputs without a family cannot take pixels")
+    sample_id = inputs.sample_id
+    videos, images = tuple(videos), tuple(images)
+    if len(videos) != len(inputs.video_metadata) or len(images) != len(inputs.image_metadata):
+        raise PlaceholderMismatchError(
+            f"sample {sample_id!r}: the prompt was expanded for {len(inputs.video_metadata)} video(s) and "
+            f"{len(inputs.image_metadata)} image(s) but {len(videos)} video(s) and {len(images)} image(s) were given"
+        )
+    tensors = pixel_tensors(processor, videos, images, family=fam, sample_id=sample_id)
+    # The frames must be the ones the ids were made for.
+    for i, (video, meta) in enumerate(zip(videos, inputs.video_metadata, strict=True)):
+        if video.metadata != meta:
+            raise MediaInputError(f"sample {sample_id!r} video {i}: its metadata differs from the metadata the "
+                                  "prompt was expanded with")
+    for i, (image, meta) in enumerate(zip(images, inputs.image_metadata, strict=True)):
+        if image.image.shape[:2] != (meta.height, meta.width):
+            raise MediaInputError(f"sample {sample_id!r} image {i}: image is {image.image.shape[0]}x"
+                                  f"{image.image.shape[1]}, the prompt was expanded for {meta.height}x{meta.width}")
+
+    image_grid = _grid_list(tensors.get("image_grid_thw"))
+    video_grid = _grid_list(tensors.get("video_grid_thw"))
+    expected_video = [visual_token_count(fam, v.frames.shape, kind="video") for v in videos]
+    expected_image = [visual_token_count(fam, im.image.shape, kind="image") for im in images]
+    from_grid_video = [int(np.prod(g)) // fam.merge_size**2 for g in video_grid]
+    from_grid_image = [int(np.prod(g)) // fam.merge_size**2 for g in image_grid]
+    if expected_video != from_grid_video or expected_image != from_grid_image:
+        raise PlaceholderMismatchError(
+            f"sample {sample_id!r}: the processor produced {from_grid_video} video / {from_grid_image} image "
+            f"features but the frame shapes give {expected_video} / {expected_image}: frames were re-sampled "
+            "or resized (pass do_sample_frames=False, do_resize=False)"
+        )
+    n_image, n_video = check_visual_tokens(
+        sample_id, inputs.prompt_ids, image_token_id=processor.image_token_id,
+        video_token_id=processor.video_token_id, image_grid_thw=image_grid, video_grid_thw=video_grid,
+        merge_size=fam.merge_size,
+    )
+    # Positions were computed from the metadata's grids and seconds: they must be the processor's.
+    if [list(g) for g in inputs.video_grid_thw] != video_grid or [list(g) for g in inputs.image_grid_thw] != image_grid:
+        raise PlaceholderMismatchError(
+            f"sample {sample_id!r}: the processor's grids (video {video_grid}, image {image_grid}) differ from the "
+            f"metadata's (video {[list(g) for g in inputs.video_grid_thw]}, "
+            f"image {[list(g) for g in inputs.image_grid_thw]})"
+        )
+    seconds = tensors.get("second_per_grid_ts")
+    seconds = None if seconds is None else tuple(float(s) for s in seconds.tolist())
+    if seconds != inputs.second_per_grid_ts:
+        raise PlaceholderMismatchError(f"sample {sample_id!r}: the processor's second_per_grid_ts {seconds} differ "
+                                       f"from the metadata's {inputs.second_per_grid_ts}")
+    return dataclasses.replace(inputs, tensors=tensors, videos=videos, images=images, num_video_tokens=n_video,
+                               num_image_tokens=n_image)
 
 
 def build_prompt(processor: Any, messages: str | Sequence[Mapping[str, Any]], videos: Sequence[VideoInput] = (),
@@ -179,78 +308,28 @@ def build_prompt(processor: Any, messages: str | Sequence[Mapping[str, Any]], vi
     """
     fam = get_family(family)
     videos, images = tuple(videos), tuple(images)
-    if isinstance(messages, str):
-        messages = messages_from_problem(messages)
-    prompt_text = processor.apply_chat_template(list(messages), tokenize=False,
-                                                add_generation_prompt=add_generation_prompt)
-    n_video_slots, n_image_slots = prompt_text.count(VIDEO_PAD), prompt_text.count(IMAGE_PAD)
-    if n_video_slots != len(videos) or n_image_slots != len(images):
-        raise PlaceholderMismatchError(
-            f"sample {sample_id!r}: the prompt has {n_video_slots} video and {n_image_slots} image placeholder(s) "
-            f"but {len(videos)} video(s) and {len(images)} image(s) were given"
-        )
+    prompt_text = render_prompt(processor, messages, add_generation_prompt=add_generation_prompt)
+    # Same order of checks as always: placeholders first, then each frame tensor.
+    check_media_slots(sample_id, prompt_text, len(videos), len(images), video_token=processor.video_token,
+                      image_token=processor.image_token)
     for i, video in enumerate(videos):
         _check_video(sample_id, i, video, fam)
-    for i, image in enumerate(images):
-        _check_image(sample_id, i, image, fam)
-
-    call: dict[str, Any] = {"text": [prompt_text], "return_tensors": "pt", **PROCESSOR_KWARGS}
-    if videos:
-        call["videos"] = [v.frames for v in videos]
-        call["video_metadata"] = [hf_video_metadata(v.metadata) for v in videos]
-    if images:
-        call["images"] = [im.image for im in images]
-    out = processor(**call)
-    prompt_ids = [int(x) for x in out["input_ids"][0].tolist()]
-    image_grid = _grid_list(out.get("image_grid_thw"))
-    video_grid = _grid_list(out.get("video_grid_thw"))
-
-    expected_video = [visual_token_count(fam, v.frames.shape, kind="video") for v in videos]
-    expected_image = [visual_token_count(fam, im.image.shape, kind="image") for im in images]
-    from_grid_video = [int(np.prod(g)) // fam.merge_size**2 for g in video_grid]
-    from_grid_image = [int(np.prod(g)) // fam.merge_size**2 for g in image_grid]
-    if expected_video != from_grid_video or expected_image != from_grid_image:
-        raise PlaceholderMismatchError(
-            f"sample {sample_id!r}: the processor produced {from_grid_video} video / {from_grid_image} image "
-            f"features but the frame shapes give {expected_video} / {expected_image}: frames were re-sampled "
-            "or resized (pass do_sample_frames=False, do_resize=False)"
-        )
-    n_image, n_video = check_visual_tokens(
-        sample_id, prompt_ids, image_token_id=processor.image_token_id, video_token_id=processor.video_token_id,
-        image_grid_thw=image_grid, video_grid_thw=video_grid, merge_size=fam.merge_size,
-    )
-    second_per_grid = out.get("second_per_grid_ts")
-    seconds = None if second_per_grid is None else [float(s) for s in second_per_grid.tolist()]
-    positions, next_position = mrope_positions(
-        fam, prompt_ids, image_token_id=processor.image_token_id, video_token_id=processor.video_token_id,
-        image_grid_thw=image_grid, video_grid_thw=video_grid, second_per_grid_ts=seconds,
-        sample_id=sample_id,
-    )
-    tensors = {k: out[k] for k in ("pixel_values", "image_grid_thw", "pixel_values_videos", "video_grid_thw",
-                                   "second_per_grid_ts") if out.get(k) is not None}
-    type_ids = mm_token_type_ids(prompt_ids, image_token_id=processor.image_token_id,
-                                 video_token_id=processor.video_token_id)
-    return PromptInputs(
-        sample_id=sample_id, prompt_text=prompt_text, prompt_ids=prompt_ids, mm_token_type_ids=type_ids,
-        position_ids=positions, next_position=next_position, tensors=tensors, videos=videos, images=images,
-        num_video_tokens=n_video, num_image_tokens=n_image, family=fam,
-    )
-
-
-def mm_token_type_ids(input_ids: Sequence[int], *, image_token_id: int, video_token_id: int) -> list[int]:
-    """0 for text, 1 for image placeholders, 2 for video placeholders (transformers' convention)."""
-    return [1 if t == image_token_id else 2 if t == video_token_id else 0 for t in input_ids]
+    image_metas = tuple(_check_image(sample_id, i, image, fam) for i, image in enumerate(images))
+    video_metas = tuple(v.metadata for v in videos)
+    exp = expand_prompt(processor, fam, prompt_text, video_metas, image_metas, sample_id=sample_id)
+    text_only = _from_expansion(sample_id, prompt_text, exp, fam, video_metas, image_metas)
+    return attach_pixels(processor, text_only, videos, images)
 
 
 class PromptBuilder:
-    """``build_prompt`` bound to one model directory's processor and family."""
+    """``build_prompt`` (and its two halves) bound to one model directory's processor and family."""
 
     def __init__(self, processor: Any, family: str | ModelFamily):
         self.processor = processor
         self.family = get_family(family)
         # Callers build prompts from worker threads (the eval I/O stage, an engine's event
         # loop offloading); a fast tokenizer used by two threads at once can fail with
-        # "Already borrowed", so builds take turns.
+        # "Already borrowed", so anything that tokenizes takes turns.
         self._lock = threading.Lock()
 
     @classmethod
@@ -269,3 +348,21 @@ class PromptBuilder:
               images: Sequence[ImageInput] = (), *, sample_id: str = "") -> PromptInputs:
         with self._lock:
             return build_prompt(self.processor, messages, videos, images, family=self.family, sample_id=sample_id)
+
+    def expand(self, messages: str | Sequence[Mapping[str, Any]], video_metas: Sequence[VideoMetadata] = (),
+               image_metas: Sequence[ImageMetadata] = (), *, sample_id: str = "") -> PromptInputs:
+        """Text-only prompt inputs from media metadata (no pixels processed)."""
+        with self._lock:
+            return expand(self.processor, messages, video_metas, image_metas, family=self.family,
+                          sample_id=sample_id)
+
+    # No lock below: without text the processor never touches the tokenizer.
+    def pixel_tensors(self, videos: Sequence[VideoInput] = (), images: Sequence[ImageInput] = (), *,
+                      sample_id: str = "") -> dict[str, Any]:
+        """The pixel tensors ``build`` would give for these frames, without any text work."""
+        return pixel_tensors(self.processor, videos, images, family=self.family, sample_id=sample_id)
+
+    def attach_pixels(self, inputs: PromptInputs, videos: Sequence[VideoInput] = (),
+                      images: Sequence[ImageInput] = ()) -> PromptInputs:
+        """A text-only prompt from :meth:`expand` with its pixels, checked against its ids."""
+        return attach_pixels(self.processor, inputs, videos, images)
