@@ -20,6 +20,7 @@ import torch
 
 from easyvideor1.algos import aggregate_loss, compute_kl, compute_policy_loss, kl_full_from_logits
 from easyvideor1.algos.policy_loss import policy_loss_per_token
+from easyvideor1.cache.refs import MediaRef
 from easyvideor1.config.schema import ActorConfig, AlgorithmConfig, RunConfig
 from easyvideor1.errors import ConfigError
 from easyvideor1.models.checkpointing import keep_activations
@@ -40,6 +41,9 @@ class TrainItem:
     uid: str
     prompt: PromptInputs
     response: list[int]
+    # Where the prompt's frames are, for a prompt that travels without pixels (a trainer rank
+    # loads them itself, train/media.py PixelSource): videos first, then images, in order.
+    media: tuple[MediaRef, ...] = ()
     is_offline: bool = False
     problem_type: str = ""
     advantages: torch.Tensor | None = None  # (len(response),)
@@ -109,9 +113,11 @@ class Actor(ActorGroup):
     @classmethod
     def from_config(cls, cfg: RunConfig, world: World, *, pad_token_id: int) -> Actor:
         """The run's actor: the one construction used by the embedded trainer and every Ray rank."""
-        return cls(cfg.worker.actor.model_path, cfg.worker.actor, cfg.algorithm, world,
-                   total_steps=cfg.trainer.total_steps, pad_token_id=pad_token_id,
-                   max_response_length=cfg.data.max_response_length)
+        actor = cls(cfg.worker.actor.model_path, cfg.worker.actor, cfg.algorithm, world,
+                    total_steps=cfg.trainer.total_steps, pad_token_id=pad_token_id,
+                    max_response_length=cfg.data.max_response_length)
+        actor._pixel_config = cfg
+        return actor
 
     def __init__(self, model_path: str, actor_cfg: ActorConfig, algo_cfg: AlgorithmConfig, world: World, *,
                  total_steps: int, pad_token_id: int, max_response_length: int):
@@ -142,7 +148,25 @@ class Actor(ActorGroup):
                                          schedule=optim.schedule, min_lr_ratio=optim.min_lr_ratio)
 
     # ---- forward passes -------------------------------------------------------------------
+    _pixel_config: RunConfig | None = None
+    _pixels: Any = None
+
+    def _with_pixels(self, items: Sequence[TrainItem]) -> None:
+        """Give text-only prompts their pixels (loaded from the frame store by the items' refs)."""
+        if not any(it.prompt.pixels_pending for it in items):
+            return
+        if self._pixels is None:
+            if self._pixel_config is None:
+                raise ConfigError("a prompt came without pixels, and this actor has no run config to load its "
+                                  "frames from (build it with Actor.from_config)")
+            from easyvideor1.train.media import PixelSource
+
+            self._pixels = PixelSource.from_config(self._pixel_config)
+        for it in items:
+            it.prompt = self._pixels.ready(it.prompt, it.media)
+
     def _collate(self, items: Sequence[TrainItem]) -> ForwardBatch | PackedBatch:
+        self._with_pixels(items)
         prompts, responses = [it.prompt for it in items], [it.response for it in items]
         if self.cfg.padding_free:
             return pack_forward_batch(prompts, responses)
