@@ -1,13 +1,21 @@
-"""``evr1 data``: validate data files, generate synthetic tasks and benchmark videos."""
+"""``evr1 data``: validate and prepare data files, generate synthetic tasks and benchmark videos."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
+from easyvideor1.config.cli import add_config_arguments, config_from_args
 from easyvideor1.data.loader import validate_file
 from easyvideor1.data.synth import DEFAULT_OFFLINE_TYPE, SYNTH_TYPES, generate_synthetic
 from easyvideor1.data.synth_render import make_long_video
+
+# Flags of `evr1 data prepare` that are run-config fields (named after them: --store is
+# data.frame_cache.store); the frame budgets are data.* fields too, set in RUN.yaml or KEY=VALUE.
+PREPARE_FLAGS = ("data.frame_cache.store", "data.frame_cache.workers", "data.frame_cache.decode_timeout_s",
+                 "data.media_root", "data.prompt_template_dir")
+# Exit status when the manifest was written but some rows were left out (1: could not run).
+EXIT_PARTIAL = 3
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -21,6 +29,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     validate.add_argument("--no-check-media", action="store_true", help="do not check that media files exist")
     validate.add_argument("--json", action="store_true", help="print the report as JSON")
     validate.set_defaults(func=_validate)
+
+    prepare = sub.add_parser(
+        "prepare", help="decode every medium once into the frame store; write a prepared manifest",
+        description="Build the frame cache of every video/image of DATA for each --model's family (frame "
+                    "budgets from the run config's data.* fields), then write PREPARED.jsonl: the rows with "
+                    "each medium's cache key and metadata and each prompt's token count per family, so "
+                    "nothing downstream needs the raw media. Media may be paths or s3://bucket/key URLs. "
+                    "Re-running reuses what is stored. Rows whose media fail are left out and listed in "
+                    f"<out stem>.report.jsonl. Exit status: 0 all good, {EXIT_PARTIAL} some rows left out, "
+                    "1 could not run. See docs/frame-cache.md.")
+    prepare.add_argument("data", help="data file (JSONL, or a JSON list of rows; a prepared manifest works too)")
+    add_config_arguments(prepare, PREPARE_FLAGS)
+    prepare.add_argument("--model", action="append", required=True, metavar="DIR",
+                         help="model directory; repeat for more families (one model per family)")
+    prepare.add_argument("--out", required=True, metavar="PREPARED.jsonl", help="the manifest to write")
+    prepare.add_argument("--media-per-batch", type=int, default=256,
+                         help="media fetched and built at a time: bounds the temporary copies of s3:// media "
+                              "(default 256)")
+    prepare.add_argument("--refetch-remote", action="store_true",
+                         help="fetch every s3:// medium again, even when its ETag and size are those the "
+                              "previous manifest recorded")
+    prepare.add_argument("--json", action="store_true", help="print the summary as JSON")
+    prepare.add_argument("--no-progress", action="store_true", help="no progress bars")
+    prepare.set_defaults(func=_prepare)
 
     synth = sub.add_parser("synth", help="generate synthetic video/image/text tasks with exact ground truth")
     synth.add_argument("--out", required=True, help="output folder (media/, train.jsonl, val.jsonl)")
@@ -62,6 +94,15 @@ def _validate(args: argparse.Namespace) -> int:
     else:
         print(report.format())
     return 0 if report.ok else 1
+
+
+def _prepare(args: argparse.Namespace) -> int:
+    from easyvideor1.train.prepare import prepare
+
+    summary = prepare(args.data, config_from_args(args), args.model, args.out, progress=not args.no_progress,
+                      media_per_batch=args.media_per_batch, trust_etag=not args.refetch_remote)
+    print(json.dumps(summary.as_dict(), indent=2) if args.json else summary.format())
+    return 0 if summary.ok else EXIT_PARTIAL
 
 
 def _synth(args: argparse.Namespace) -> int:
