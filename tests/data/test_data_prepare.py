@@ -26,7 +26,6 @@ from easyvideor1.cache.loader import BlobUnavailableError, identity_key  # noqa:
 from easyvideor1.cli.main import main  # noqa: E402
 from easyvideor1.config.loader import load_config  # noqa: E402
 from easyvideor1.data import load_samples  # noqa: E402
-from easyvideor1.train.prepare import prepare  # noqa: E402
 from easyvideor1.data.prepared import PREPARED_FIELD, load_prepared  # noqa: E402
 from easyvideor1.data.synth import generate_synthetic  # noqa: E402
 from easyvideor1.errors import CacheMismatchError, ConfigError, DataError  # noqa: E402
@@ -35,6 +34,7 @@ from easyvideor1.models.inputs import ImageInput, PromptBuilder, VideoInput  # n
 from easyvideor1.prompts.renderer import PromptRenderer  # noqa: E402
 from easyvideor1.rollout.stage import sample_fields  # noqa: E402
 from easyvideor1.train.media import frame_params  # noqa: E402
+from easyvideor1.train.prepare import prepare  # noqa: E402
 from easyvideor1.video import decode_video, load_image  # noqa: E402
 
 FAMILIES = ("qwen2_5_vl", "qwen3_vl")
