@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 
 from easyvideor1.cache.loader import FrameLoader
+from easyvideor1.data.prepared import prepared_family
+from easyvideor1.data.schema import Sample
 from easyvideor1.video.metadata import ImageMetadata, VideoMetadata
 
 
@@ -43,3 +45,22 @@ class MediaRef:
         clip = data.get("clip")
         return cls(str(data["kind"]), data.get("path"), data.get("key"),
                    (float(clip[0]), float(clip[1])) if clip is not None else None)
+
+
+def media_refs(sample: Sample, family: str) -> tuple[MediaRef, ...]:
+    """The refs of ``sample``'s media for a model of ``family``: by cache key when the sample
+    comes from a prepared manifest (its raw path kept as the fallback), else by path."""
+    prepared = prepared_family(sample, family)
+    if prepared is None:
+        return (tuple(MediaRef("video", path=p) for p in sample.videos)
+                + tuple(MediaRef("image", path=p) for p in sample.images))
+    return (tuple(MediaRef("video", path=p, key=m.key) for p, m in zip(sample.videos, prepared.videos, strict=True))
+            + tuple(MediaRef("image", path=p, key=m.key) for p, m in zip(sample.images, prepared.images, strict=True)))
+
+
+def media_metadata(sample: Sample, family: str) -> tuple[list[VideoMetadata], list[ImageMetadata]] | None:
+    """The media metadata a prepared sample recorded for ``family`` (None for a plain row)."""
+    prepared = prepared_family(sample, family)
+    if prepared is None:
+        return None
+    return [m.metadata for m in prepared.videos], [m.metadata for m in prepared.images]

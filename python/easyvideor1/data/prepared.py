@@ -311,3 +311,69 @@ def _kind(value: Any) -> str:
         return "nothing"
     text = json.dumps(value, default=str)
     return f"{type(value).__name__} {text[:57] + '...' if len(text) > 60 else text}"
+
+
+_PARSED: dict[int, tuple[Any, PreparedInfo | None]] = {}
+
+
+def prepared_info(sample: Sample) -> PreparedInfo | None:
+    """What preparing ``sample`` recorded (its ``prepared`` field), or None for a plain row.
+
+    Parsed once per sample object (samples are immutable and live for the run); a malformed
+    field is a DataError naming the row and the field."""
+    value = sample.extra.get(PREPARED_FIELD)
+    if value is None:
+        return None
+    cached = _PARSED.get(id(sample))
+    if cached is not None and cached[0] is value:
+        return cached[1]
+    file, _, line = sample.source.rpartition(":")
+    info, problems = parse_prepared(value, n_videos=len(sample.videos), n_images=len(sample.images),
+                                    path=file or sample.source, line=int(line) if line.isdigit() else 0)
+    if problems:
+        raise DataError(problems)
+    if len(_PARSED) > 1_000_000:  # a bound, far above any data set held at once
+        _PARSED.clear()
+    _PARSED[id(sample)] = (value, info)
+    return info
+
+
+def prepared_family(sample: Sample, family: str) -> PreparedFamily | None:
+    """The ``family`` view of a prepared sample (None for a plain row); a sample prepared for
+    other families only is a ConfigError naming them."""
+    info = prepared_info(sample)
+    if info is None:
+        return None
+    return PreparedSample(sample, info).family(family)
+
+
+def is_prepared_manifest(path: str | os.PathLike) -> bool:
+    """Whether the data file's first row carries a ``prepared`` field (its media are in a store)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                if line.strip():
+                    row = json.loads(line)
+                    return isinstance(row, dict) and PREPARED_FIELD in row
+    except (OSError, ValueError, RecursionError):
+        return False  # the loader reports what is wrong with the file
+    return False
+
+
+def family_keys(value: Any, family: str, *, n_videos: int, n_images: int, where: str
+                ) -> tuple[list[str], list[str]] | None:
+    """The cache keys a ``prepared`` object names for ``family`` (videos, images), or None when
+    ``value`` is None; a malformed object or a missing family is a DataError/ConfigError."""
+    if value is None:
+        return None
+    file, _, line = where.rpartition(":")
+    info, problems = parse_prepared(value, n_videos=n_videos, n_images=n_images, path=file or where,
+                                    line=int(line) if line.isdigit() else 0)
+    if problems:
+        raise DataError(problems)
+    name = _family_name(family)
+    found = info.families.get(name)
+    if found is None:
+        raise ConfigError(f"{where} was prepared for {sorted(info.families)}, not {name!r}: run "
+                          f"`evr1 data prepare` with a {name} model")
+    return [m.key for m in found.videos], [m.key for m in found.images]

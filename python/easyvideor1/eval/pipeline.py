@@ -29,6 +29,7 @@ from typing import Any
 from tqdm import tqdm
 
 from easyvideor1.cache import FrameLoader
+from easyvideor1.data.prepared import PREPARED_FIELD, family_keys
 from easyvideor1.eval.benchmarks.base import Benchmark
 from easyvideor1.eval.benchmarks.common import ScoringContext
 from easyvideor1.eval.engine import EngineDead, seeded_sampling
@@ -96,12 +97,20 @@ class Pipeline:
         started = time.perf_counter()
         videos, images = [], []
         try:
-            for path in item.videos:
-                frames, meta = plan.loader.load_video(path, clip=item.clip)
+            keys = family_keys(item.meta.get(PREPARED_FIELD), self.engine.family.name, n_videos=len(item.videos),
+                               n_images=len(item.images), where=item.source or item.id)
+            for i, path in enumerate(item.videos):
+                if keys is not None:  # prepared: by key, the raw path only as the fallback
+                    frames, meta = plan.loader.load_video_key(keys[0][i], sample_id=item.id, path=path)
+                else:
+                    frames, meta = plan.loader.load_video(path, clip=item.clip)
                 videos.append(VideoInput(frames, meta))
                 prepared.metas.append(meta)
-            for path in item.images:
-                array, meta = plan.loader.load_image(path)
+            for i, path in enumerate(item.images):
+                if keys is not None:
+                    array, meta = plan.loader.load_image_key(keys[1][i], sample_id=item.id, path=path)
+                else:
+                    array, meta = plan.loader.load_image(path)
                 images.append(ImageInput(array, meta))
         except Exception as exc:  # any unreadable medium costs this item only
             prepared.failure = {"kind": "media", "message": f"{type(exc).__name__}: {exc}"}

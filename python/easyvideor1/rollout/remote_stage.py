@@ -39,9 +39,10 @@ from typing import Any
 from easyvideor1.cache import FrameLoader
 from easyvideor1.config.schema import MixPolicyConfig, RewardConfig, RunConfig
 from easyvideor1.data import Sample
-from easyvideor1.errors import EasyVideoR1Error
+from easyvideor1.data.prepared import prepared_family
+from easyvideor1.errors import CacheMismatchError, EasyVideoR1Error
 from easyvideor1.logging import event, get_logger
-from easyvideor1.models.inputs import ImageInput, PromptBuilder, PromptInputs, VideoInput
+from easyvideor1.models.inputs import PromptBuilder, PromptInputs
 from easyvideor1.prompts.renderer import PromptRenderer
 from easyvideor1.queue import (
     DuplicateTaskError,
@@ -119,8 +120,12 @@ class RemoteRolloutStage(RolloutStage):
             uid = f"{uid_prefix}-{k}-{sample.problem_id}"
             try:
                 text = self.renderer.render(sample_fields(sample))
+                too_long = self._too_long(sample)
             except EasyVideoR1Error as exc:
                 filtered.append((sample.problem_id, f"{type(exc).__name__}: {exc}"))
+                continue
+            if too_long is not None:  # known without pixels: no task for the pool
+                filtered.append((sample.problem_id, too_long))
                 continue
             payload = task_payload(sample=sample, uid=uid, prompt_text=text, n=n, sampling=sampling, mix=mix,
                                    max_prompt_length=self.max_prompt_length,
@@ -176,9 +181,28 @@ class RemoteRolloutStage(RolloutStage):
 
     # ---- pieces of a round ----------------------------------------------------------------
     def _local_inputs(self, item: _Pending) -> PromptInputs:
-        videos = [VideoInput(*self.loader.load_video(path)) for path in item.sample.videos]
-        images = [ImageInput(*self.loader.load_image(path)) for path in item.sample.images]
-        return self.builder.build(item.text, videos, images, sample_id=item.uid)
+        """The prompt's token ids without pixels (models/expansion.py): from the metadata a
+        prepared sample recorded, else from the frame loader's (the frames are not kept). The
+        actor attaches pixels where it runs a forward (train/media.py ``PixelSource``)."""
+        prepared = prepared_family(item.sample, self.builder.family.name)
+        if prepared is not None:
+            differences = prepared.param_differences(self.loader.video_params, self.loader.image_params)
+            if differences:
+                raise CacheMismatchError(f"sample {item.sample.problem_id!r} was prepared with other frame budgets "
+                                         f"than this run's ({'; '.join(differences)}): prepare it again")
+            videos, images = [m.metadata for m in prepared.videos], [m.metadata for m in prepared.images]
+        else:
+            videos = [self.loader.load_video(path)[1] for path in item.sample.videos]
+            images = [self.loader.load_image(path)[1] for path in item.sample.images]
+        return self.builder.expand(item.text, videos, images, sample_id=item.uid)
+
+    def _too_long(self, sample: Sample) -> str | None:
+        """Why a prepared sample's prompt cannot be sent (its recorded token count), else None."""
+        prepared = prepared_family(sample, self.builder.family.name)
+        if prepared is not None and prepared.prompt_tokens > self.max_prompt_length:
+            return (f"prompt has {prepared.prompt_tokens} tokens (vision included, as prepared), more than "
+                    f"data.max_prompt_length={self.max_prompt_length}")
+        return None
 
     def _put(self, task_id: str, payload: dict[str, Any], counters: dict[str, float]) -> str:
         """Put a task; returns the id it is awaited under (``task_id`` unless that one was released)."""

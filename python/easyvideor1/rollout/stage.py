@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from easyvideor1.cache import FrameLoader
+from easyvideor1.cache.refs import media_refs
 from easyvideor1.config.schema import MixPolicyConfig
 from easyvideor1.data import Sample
 from easyvideor1.errors import EasyVideoR1Error
@@ -97,14 +98,14 @@ class EngineRolloutStage(RolloutStage):
         self._prompt_cache: dict[str, str] = {}
 
     def _request(self, sample: Sample, uid: str, n: int) -> RolloutRequest:
-        videos = []
-        for path in sample.videos:
-            frames, metadata = self.loader.load_video(path)
-            videos.append(VideoInput(frames, metadata))
-        images = []
-        for path in sample.images:
-            array, metadata = self.loader.load_image(path)
-            images.append(ImageInput(array, metadata))
+        # By cache key for a prepared sample (no raw file needed), else by path.
+        videos, images = [], []
+        for ref in media_refs(sample, self.engine.family.name):
+            array, metadata = ref.load(self.loader, sample_id=sample.problem_id)
+            if ref.kind == "video":
+                videos.append(VideoInput(array, metadata))
+            else:
+                images.append(ImageInput(array, metadata))
         text = self._prompt_cache.get(sample.problem_id)
         if text is None:
             text = self.renderer.render(sample_fields(sample))

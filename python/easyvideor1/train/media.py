@@ -10,6 +10,7 @@ from typing import Any
 from easyvideor1.cache import FrameLoader, open_store
 from easyvideor1.cache.refs import MediaRef
 from easyvideor1.config.schema import RunConfig
+from easyvideor1.data.prepared import is_prepared_manifest
 from easyvideor1.logging import event, get_logger
 from easyvideor1.models.families import ModelFamily
 from easyvideor1.models.inputs import ImageInput, PromptBuilder, PromptInputs, VideoInput
@@ -41,7 +42,8 @@ def build_frame_loader(cfg: RunConfig, family: ModelFamily) -> FrameLoader:
         from easyvideor1.cache.builder import build_cache
 
         for data_path in (cfg.data.train_files, cfg.data.val_files):
-            if data_path:
+            # A prepared manifest's media are in the store already (its raw files may be gone).
+            if data_path and not is_prepared_manifest(data_path):
                 summary = build_cache(data_path, fc.store, video_params=video, image_params=image,
                                       workers=fc.workers, timeout=fc.decode_timeout_s,
                                       media_root=cfg.data.media_root, progress=False)

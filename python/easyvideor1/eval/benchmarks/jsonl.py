@@ -5,7 +5,8 @@ are validated by :func:`easyvideor1.data.load_samples` (bad rows: one error list
 line and field of each). Every row is scored by the reward of its ``problem_type``, exactly
 as in training; grounding and tracking types report IoU, regression MRA, open-ended text
 similarity (or the judge), all others accuracy, each kind separately. The prompt keeps the
-row's own ``<video>``/``<image>`` placement.
+row's own ``<video>``/``<image>`` placement. A prepared manifest (``evr1 data prepare``) is a
+data file too: its frames are read from the store by key, so the raw media may be gone.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from easyvideor1.data import Sample, load_samples
+from easyvideor1.data.prepared import PREPARED_FIELD
 from easyvideor1.eval.benchmarks.base import Benchmark, letter_options, register
 from easyvideor1.eval.types import AnnotationError, EvalItem
 from easyvideor1.rewards import UnknownProblemType, canonical_problem_type
@@ -26,6 +28,8 @@ def item_from_sample(bench: str, sample: Sample, categories: dict) -> EvalItem:
         raise AnnotationError(where, None, "problem_type", str(exc)) from None
     options = letter_options(list(sample.options), Path(where), "", "options") if sample.options else None
     meta = {"has_placeholders": True}
+    if PREPARED_FIELD in sample.extra:  # frames load by key (the pipeline picks the engine's family)
+        meta[PREPARED_FIELD] = sample.extra[PREPARED_FIELD]
     if problem_type == "open-ended":
         meta["open"] = "generation"
     return EvalItem(benchmark=bench, id=sample.problem_id, question=sample.problem, answer=sample.answer,
