@@ -21,6 +21,7 @@ import torch
 from easyvideor1.algos import compute_advantage, compute_kl, overlong_penalty
 from easyvideor1.algos.dynamic_sampling import ScoredBatch, collect_informative_groups
 from easyvideor1.algos.kl import apply_kl_penalty, kl_controller
+from easyvideor1.cache.refs import media_refs
 from easyvideor1.config.schema import MixPolicyConfig, RunConfig
 from easyvideor1.data import Sample, load_samples
 from easyvideor1.errors import ConfigError
@@ -153,8 +154,9 @@ class RLTrainer:
     def _train_items(self, groups: list[Group]) -> tuple[list[TrainItem], torch.Tensor, torch.Tensor]:
         items: list[TrainItem] = []
         for group in groups:
+            media = media_refs(group.sample, self.builder.family.name)
             for r, response in enumerate(group.responses):
-                items.append(TrainItem(uid=group.uid, prompt=group.prompt, response=response,
+                items.append(TrainItem(uid=group.uid, prompt=group.prompt, response=response, media=media,
                                        is_offline=group.is_offline[r], problem_type=group.sample.problem_type))
         width = max(1, max(len(it.response) for it in items))
         mask = torch.zeros((len(items), width), dtype=torch.float32)
