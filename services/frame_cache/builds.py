@@ -7,16 +7,14 @@ A payload is plain JSON (it travels through the work queue to any replica)::
     {"kind": "media", "videos": ["/abs/a.mp4"], "images": [], "video_params": ..., "image_params": ...}
 
 Execution calls the library: ``build_cache`` for a data file; for a media list the same
-steps from the same public pieces (content keys in threads, skip stored keys, decode in
-``WorkerPool`` subprocesses with a per-file timeout). A file that fails is listed with its
-reason; it never fails the build. A build is ``failed`` only when it could not run at all.
+steps from the same public pieces (content keys in threads, skip stored keys, decode with
+``decode_keys``: worker processes with a per-file timeout). A file that fails is listed with
+its reason; it never fails the build. A build is ``failed`` only when it could not run at all.
 """
 
 from __future__ import annotations
 
 import os
-import queue
-import threading
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
@@ -24,10 +22,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from easyvideor1.cache.builder import BuildFailure, BuildSummary, build_cache
+from easyvideor1.cache.builder import (
+    BuildFailure,
+    BuildSummary,
+    account,
+    build_cache,
+    decode_keys,
+    worker_config,
+)
 from easyvideor1.cache.key import CacheKey, cache_key
 from easyvideor1.cache.loader import index_for_store
-from easyvideor1.cache.pool import WorkerPool
 from easyvideor1.cache.stores.base import open_store
 from easyvideor1.errors import ConfigError, EasyVideoR1Error, MediaError, MediaMissingError
 from easyvideor1.models.families import get_family
@@ -203,9 +207,8 @@ def build_media(videos: list[str], images: list[str], store_url: str, video_para
             else:
                 to_build.append(key)
         if to_build:
-            config = {"store_url": store_url, "store_options": store_options or {},
-                      "index_dir": str(index.path.parent)}
-            _decode_all(to_build, paths_of, config, workers, timeout, summary)
+            _decode_all(to_build, paths_of, worker_config(store_url, store_options, index), workers, timeout,
+                        summary)
     finally:
         store.close()
     summary.seconds = time.perf_counter() - started
@@ -214,26 +217,5 @@ def build_media(videos: list[str], images: list[str], store_url: str, video_para
 
 def _decode_all(to_build: list[CacheKey], paths_of: dict[str, list[str]], config: dict[str, Any],
                 workers: int, timeout: float, summary: BuildSummary) -> None:
-    tasks: queue.Queue = queue.Queue()
-    for task_id, key in enumerate(to_build):
-        tasks.put((task_id, key))
-    results: queue.Queue = queue.Queue()
-    with WorkerPool(config, size=min(max(1, workers), len(to_build)), timeout=timeout) as pool:
-        threads = [threading.Thread(target=pool.serve, args=(slot, tasks, results), daemon=True)
-                   for slot in range(pool.size)]
-        for thread in threads:
-            thread.start()
-        for _ in to_build:
-            key, reply = results.get()
-            if reply.get("ok"):
-                if reply.get("built"):
-                    summary.built += 1
-                    summary.bytes_written += int(reply.get("bytes", 0))
-                else:
-                    summary.reused += 1
-                continue
-            for path in paths_of[key.key]:
-                summary.failed.append(BuildFailure(path, reply.get("error_kind", "internal"),
-                                                   reply.get("error_class", "Error"), reply.get("reason", "")))
-        for thread in threads:
-            thread.join()
+    for key, reply in decode_keys(to_build, config, workers, timeout):
+        account(summary, reply, ((path, []) for path in paths_of[key.key]))

@@ -4,7 +4,9 @@ Routes: ``POST /v1/score``, ``POST /v1/score/{problem_type}``, ``GET /v1/problem
 ``GET /healthz`` (liveness), ``GET /readyz`` (scorers imported and workers up),
 ``GET /metrics`` (Prometheus). The body is read and validated here, item by item, so one
 bad item never costs the batch; only a body that is not a JSON object with an ``items``
-list is refused (422), and size limits answer 413.
+list (or whose ``config`` is refused) answers 422, and size limits answer 413. Scoring is
+the library's :class:`~easyvideor1.rewards.pool.RewardPool`, with the request's ``config``
+or else this service's ``worker.reward``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import math
 import os
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -28,18 +31,25 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.requests import ClientDisconnect
 
 from easyvideor1 import __version__
-from easyvideor1.config.schema import RewardServiceConfig, RunConfig
+from easyvideor1.config.schema import RewardConfig, RewardServiceConfig, RunConfig
+from easyvideor1.errors import ConfigError
 from easyvideor1.logging import event, get_logger
-from easyvideor1.rewards.client import json_type_name, jsonable, prepare_item
-from easyvideor1.rewards.registry import UnknownProblemType, canonical_problem_type, scorer_specs
+from easyvideor1.rewards.client import json_type_name, jsonable, prepare_item, scoring_config
+from easyvideor1.rewards.pool import RewardPool, payload_of
+from easyvideor1.rewards.registry import (
+    UnknownProblemType,
+    canonical_problem_type,
+    scorer_modules,
+    scorer_specs,
+)
 from services.reward import schemas
 from services.reward.metrics import RewardMetrics
-from services.reward.pool import ScoringPool
 
 _log = get_logger("services.reward")
 DRAIN_CAP = 64 << 20  # bytes of an oversized body read and dropped so the client sees the 413
 _THREAD_PARSE_BYTES = 1 << 20  # larger bodies are parsed off the event loop
 _THREAD_PREPARE_ITEMS = 512
+_CONFIG_CACHE = 64  # validated request configs kept (a client sends the same one every time)
 
 
 class _State:
@@ -47,7 +57,9 @@ class _State:
         self.ready = asyncio.Event()
         self.error: str | None = None
         self.heavy: dict[str, bool] = {}
-        self.pool: ScoringPool | None = None
+        self.modules: frozenset[str] = frozenset()  # scorer modules loaded at start-up
+        self.pool: RewardPool | None = None
+        self.configs: dict[str, RewardConfig] = {}
 
 
 def _problem_route(name: str) -> str:
@@ -63,13 +75,22 @@ def create_app(cfg: RunConfig | None = None, *, token: str | None = None, ready_
     workers = reward.workers or len(os.sched_getaffinity(0))
     metrics = RewardMetrics()
     state = _State()
+    # Scoring calls block on the pool: threads of their own keep the default executor free
+    # for parsing and validation (idle threads cost nothing).
+    scoring = ThreadPoolExecutor(64, thread_name_prefix="evr1-reward-request")
+
+    def on_pool(what: str) -> None:
+        if what == "died":
+            metrics.worker_restarts.inc()
+        metrics.workers_alive.set(state.pool.live if state.pool is not None else 0)
 
     async def warm_up() -> None:
         try:
             specs = await asyncio.to_thread(scorer_specs)
             state.heavy = {name: spec.heavy for name, spec in specs.items()}
-            state.pool = ScoringPool(workers, reward, reward.timeout_s, metrics)
-            await state.pool.start()
+            state.modules = scorer_modules()
+            state.pool = RewardPool(workers, modules=reward.extra_scorer_modules, listener=on_pool)
+            await asyncio.to_thread(state.pool.start)
         except Exception as exc:  # stay alive and say why on /readyz instead of crash-looping
             state.error = f"warm-up failed: {type(exc).__name__}: {exc}"
             event(_log, "reward_service_not_ready", logging.ERROR, error=state.error)
@@ -86,7 +107,8 @@ def create_app(cfg: RunConfig | None = None, *, token: str | None = None, ready_
         finally:
             task.cancel()
             if state.pool is not None:
-                await state.pool.close(shutdown_grace_s)
+                await asyncio.to_thread(state.pool.close, shutdown_grace_s)
+            scoring.shutdown(wait=False, cancel_futures=True)
             event(_log, "reward_service_stopped")
 
     app = FastAPI(title="easyvideor1 reward service", version=__version__, lifespan=lifespan,
@@ -140,22 +162,25 @@ def create_app(cfg: RunConfig | None = None, *, token: str | None = None, ready_
                 known = sorted(state.heavy)
                 return JSONResponse({"detail": f"unknown problem_type {raw_type!r}; known: {', '.join(known)}",
                                      "known": known}, status_code=404)
-        items = _parse_items(await _read_body(request, service.max_body_bytes, request.headers), service)
-        if isinstance(items, bytes):  # large body: parse off the loop, then check
-            items = _check_items(await asyncio.to_thread(_loads, items), service)
+        parsed = _parse_body(await _read_body(request, service.max_body_bytes, request.headers), service)
+        if isinstance(parsed, bytes):  # large body: parse off the loop, then check
+            parsed = _check_body(await asyncio.to_thread(_loads, parsed), service)
+        items, raw_config = parsed
+        config = request_config(raw_config)
         metrics.batch_items.observe(len(items))
 
         def prepare() -> list:
-            return [prepare_item(raw, reward, route_type=route_type,
+            return [prepare_item(raw, config, route_type=route_type,
                                  max_item_chars=service.max_item_chars) for raw in items]
 
         prepared = await asyncio.to_thread(prepare) if len(items) > _THREAD_PREPARE_ITEMS else prepare()
         todo = [k for k, p in enumerate(prepared) if p.request is not None]
-        payloads = [(r.response, r.ground_truth, r.problem_type, r.options, r.problem, r.data_type, r.extra)
-                    for r in (prepared[k].request for k in todo)]
+        payloads = [payload_of(prepared[k].request) for k in todo]
+        heavy = [state.heavy.get(p[2], False) for p in payloads]
         metrics.inflight_items.inc(len(items))
         try:
-            scored = await state.pool.score(payloads, [state.heavy.get(p[2], False) for p in payloads])
+            loop = asyncio.get_running_loop()
+            scored = await loop.run_in_executor(scoring, state.pool.score, payloads, heavy, config)
         finally:
             metrics.inflight_items.dec(len(items))
         results: list[dict[str, Any]] = []
@@ -172,6 +197,21 @@ def create_app(cfg: RunConfig | None = None, *, token: str | None = None, ready_
             kinds[k], seconds[k] = kind, secs
         metrics.observe_items([r["problem_type"] for r in results], seconds, kinds)
         return Response(_dump(results), media_type="application/json")
+
+    def request_config(raw: Any) -> RewardConfig:
+        if raw is None:
+            return reward
+        key = json.dumps(raw, sort_keys=True)
+        found = state.configs.get(key)
+        if found is None:
+            try:
+                found = scoring_config(raw, reward, state.modules)
+            except ConfigError as exc:
+                raise HTTPException(422, str(exc)) from None
+            if len(state.configs) >= _CONFIG_CACHE:
+                state.configs.clear()
+            state.configs[key] = found
+        return found
 
     score_doc = dict(response_model=None, openapi_extra=body_doc,
                      responses={200: {"model": schemas.ScoreResponse, "description": "one result per item"},
@@ -225,6 +265,10 @@ def create_app(cfg: RunConfig | None = None, *, token: str | None = None, ready_
             request = schemas.ScoreBatchRequest.model_json_schema(ref_template="#/components/schemas/{model}")
             defs = request.pop("$defs", {})
             request["properties"]["items"]["maxItems"] = service.max_batch
+            request["properties"]["config"] = {
+                "anyOf": [{"$ref": "#/components/schemas/ScoringConfig"}, {"type": "null"}], "default": None,
+                "description": request["properties"]["config"]["description"]}
+            defs["ScoringConfig"] = schemas.scoring_config_schema()
             item = defs["ScoreItemModel"]["properties"]
             for key in ("response", "ground_truth"):
                 item[key]["maxLength"] = service.max_item_chars
@@ -267,13 +311,14 @@ def _loads(body: bytes) -> Any:
         raise HTTPException(422, "request body is nested too deeply") from None
 
 
-def _parse_items(body: bytes, service: RewardServiceConfig) -> list | bytes:
+def _parse_body(body: bytes, service: RewardServiceConfig) -> tuple[list, Any] | bytes:
     if len(body) > _THREAD_PARSE_BYTES:
         return body
-    return _check_items(_loads(body), service)
+    return _check_body(_loads(body), service)
 
 
-def _check_items(payload: Any, service: RewardServiceConfig) -> list:
+def _check_body(payload: Any, service: RewardServiceConfig) -> tuple[list, Any]:
+    """``(items, config or None)`` of a request body; 422/413 for a body that cannot be scored."""
     if not isinstance(payload, dict):
         raise HTTPException(422, "request body must be a JSON object with an 'items' list, got "
                                  f"{json_type_name(payload)}")
@@ -284,7 +329,7 @@ def _check_items(payload: Any, service: RewardServiceConfig) -> list:
     if len(items) > service.max_batch:
         raise HTTPException(413, f"batch of {len(items)} items exceeds the limit of {service.max_batch} items "
                                  "(serve.reward.max_batch); split it into smaller requests")
-    return items
+    return items, payload.get("config")
 
 
 def _dump(results: list[dict[str, Any]]) -> bytes:

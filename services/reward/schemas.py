@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from easyvideor1.config.schema import SCORING_FIELDS, RewardConfig
+
 
 class ScoreItemModel(BaseModel):
     model_config = ConfigDict(title="ScoreItem", extra="allow")
@@ -32,6 +34,10 @@ class ScoreBatchRequest(BaseModel):
     model_config = ConfigDict(title="ScoreBatchRequest")
 
     items: list[ScoreItemModel]
+    config: dict[str, Any] | None = Field(
+        None, description="scoring settings for this request: RewardConfig scoring fields (the run config's "
+                          "worker.reward, without url and workers); fields not given keep the service's values; "
+                          "null or absent: the service's own worker.reward")
 
 
 class ScoreResultModel(BaseModel):
@@ -79,8 +85,19 @@ class ReadyResponse(BaseModel):
     detail: str | None = None
 
 
+def scoring_config_schema() -> dict[str, Any]:
+    """The ``config`` object of a scoring request, from RewardConfig itself (never a copy of
+    its fields): its scoring fields, all optional, without defaults (the service's apply)."""
+    fields = RewardConfig.model_json_schema()["properties"]
+    properties = {name: {k: v for k, v in prop.items() if k != "default"}
+                  for name, prop in fields.items() if name in SCORING_FIELDS}
+    return {"title": "ScoringConfig", "type": "object", "properties": properties, "additionalProperties": False,
+            "description": "RewardConfig scoring fields; extra_scorer_modules must be loaded by the service"}
+
+
 def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     texts = {401: "missing or wrong bearer token", 404: "unknown problem type",
-             413: "body or batch too large", 422: "body is not a JSON object with an 'items' list",
+             413: "body or batch too large",
+             422: "body is not a JSON object with an 'items' list, or its 'config' is refused",
              503: "not ready (warming up or no scorer modules)"}
     return {code: {"model": ErrorResponse, "description": texts[code]} for code in codes}

@@ -21,22 +21,31 @@ IMAGE = ImageParams(min_pixels=28 * 28, max_pixels=56 * 56)
 TIMEOUT = 4.0
 
 
-def worker_children() -> list[int]:
-    """Pids of build workers that are still children of this test process."""
-    found = []
+def build_workers() -> list[int]:
+    """Pids of live build workers (process name ``evr1-cache``) descended from this test process
+    (their parent is the pool's forkserver, a child of this process)."""
+    parents, names = {}, {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat") as handle:
-                parent = int(handle.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                command = handle.read()
+                fields = handle.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry}/comm") as handle:
+                names[int(entry)] = handle.read().strip()
         except OSError:
             continue
-        if parent == os.getpid() and b"easyvideor1.cache.worker" in command:
-            found.append(int(entry))
-    return found
+        if fields[0] != "Z":
+            parents[int(entry)] = int(fields[1])
+
+    def ours(pid: int) -> bool:
+        while pid > 1:
+            pid = parents.get(pid, 0)
+            if pid == os.getpid():
+                return True
+        return False
+
+    return [pid for pid in parents if names.get(pid) == "evr1-cache" and ours(pid)]
 
 
 def row(**fields) -> str:
@@ -93,7 +102,7 @@ def test_build_end_to_end_with_failures_timeout_and_resume(dataset, tmp_path, mo
     hang = failed["hang_here.mp4"]
     assert hang.error_class == "MediaTimeoutError" and hang.error_kind == "decode timeout"
     assert "killed" in hang.reason and hang.rows == [f"{data}:8"]
-    assert worker_children() == []  # the stuck worker was killed and every other one stopped
+    assert build_workers() == []  # the stuck worker was killed and every other one stopped
 
     store = LocalStore(store_dir)
     assert store.stats().count == 3 and summary.bytes_written == store.stats().bytes

@@ -6,8 +6,10 @@ import math
 import os
 import threading
 import time
+from pathlib import Path
 
 import pytest
+from evr1_test_scorers import MODULE, SLEEPY
 
 from easyvideor1.config.schema import RewardConfig
 from easyvideor1.errors import ConfigError
@@ -20,20 +22,24 @@ from easyvideor1.rewards.client import (
     jsonable,
     open_reward_client,
     prepare_item,
+    scoring_config,
 )
 from easyvideor1.rewards.types import RewardResult
-from services.reward.config import reward_config_from_mapping
 from services.reward.examples import CHEAP, CODE_OK, TEXT, mixed_batch
 from services.reward.launch import RewardServer, free_port, reward_server
 
 
 def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in ("EVR1_REWARD_TOKEN", "EVR1_REWARD_URL")}
+    env = {k: v for k, v in os.environ.items() if k not in ("EVR1_REWARD_TOKEN", "EVR1_REWARD_URL")}
+    # The service imports the test scorer module (worker.reward.extra_scorer_modules) from here.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parent), env.get("PYTHONPATH")]))
+    return env
 
 
 @pytest.fixture(scope="module")
 def server():
-    with reward_server(["--workers", "2", "--item-timeout", "20"], env=_env()) as srv:
+    args = ["--workers", "2", "--timeout-s", "20", f"worker.reward.extra_scorer_modules=[{MODULE}]"]
+    with reward_server(args, env=_env()) as srv:
         yield srv
 
 
@@ -94,6 +100,9 @@ def test_open_reward_client(server):
     with open_reward_client(server.url) as client:
         assert isinstance(client, HttpRewardClient)
         assert client.score(mixed_batch(5)) == InProcessRewardClient().score(mixed_batch(5))
+    with open_reward_client(server.url, config) as client:  # the service scores with the caller's config
+        assert client.config is config
+        assert client.score(mixed_batch(5)) == InProcessRewardClient(config).score(mixed_batch(5))
     with pytest.raises(ConfigError, match="expected 'inprocess' or an http"):
         open_reward_client("redis://localhost")
 
@@ -214,13 +223,67 @@ def test_jsonable_details():
     assert type(out["flag"]) is int and out["obj"] == str(object) and out["nested"] == {"ok": [None, True, "s"]}
 
 
-def test_reward_config_from_mapping():
-    config = reward_config_from_mapping({"rewards": {"accuracy_weight": 1, "scorer_options": {"mc": {"x": 1}},
-                                                     "default_problem_type": "Open Ended"}})
+def test_request_config_over_the_service_config():
+    base = RewardConfig(format_weight=0.5, scorer_options={"numerical": {"rel_tol": 0.1}})
+    config = scoring_config({"accuracy_weight": 1, "scorer_options": {"mc": {"x": 1}},
+                             "default_problem_type": "Open Ended"}, base, {MODULE})
     assert config.accuracy_weight == 1.0 and config.scorer_options == {"multiple choice": {"x": 1}}
-    assert config.default_problem_type == "open-ended"
-    for bad, message in [({"acuracy_weight": 1}, "unknown key"), ({"answer_tag_policy": "middle"}, "one of"),
-                         ({"timeout_s": 0}, "must be > 0"), ({"format_weight": "high"}, "finite number"),
-                         ({"scorer_options": {"telepathy": {}}}, "unknown problem_type"), ([1], "mapping")]:
+    assert config.default_problem_type == "open-ended" and config.format_weight == 0.5  # kept from base
+    for bad, message in [({"acuracy_weight": 1}, "acuracy_weight: Extra inputs are not permitted"),
+                         ({"answer_tag_policy": "middle"}, "answer_tag_policy: Input should be"),
+                         ({"timeout_s": 0}, "timeout_s: Input should be greater than 0"),
+                         ({"scorer_options": {"telepathy": {}}}, "unknown problem_type 'telepathy'"),
+                         ({"workers": 4, "url": None}, "'url', 'workers' cannot be set per request"),
+                         ({"extra_scorer_modules": [MODULE, "not.loaded"]}, "'not.loaded': not loaded"),
+                         ([1], "'config' must be an object")]:
         with pytest.raises(ConfigError, match=message):
-            reward_config_from_mapping(bad)
+            scoring_config(bad, base, {MODULE})
+
+
+def _slow_items() -> list[dict]:
+    return [{"id": "slow", "problem_type": SLEEPY, "response": "yes", "ground_truth": "yes", "extra": {"sleep_s": 60}},
+            {"id": "quick", "problem_type": SLEEPY, "response": "yes", "ground_truth": "yes"},
+            *mixed_batch(6)]
+
+
+def test_a_slow_scorer_times_out_alike_in_process_and_over_http(server):
+    config = RewardConfig(timeout_s=1.5, workers=2, extra_scorer_modules=[MODULE])
+    with InProcessRewardClient(config) as local_client:
+        local = local_client.score(_slow_items())
+    with HttpRewardClient(server.url, config=config) as remote_client:
+        remote = remote_client.score(_slow_items())
+    assert remote == local
+    assert local[0] == RewardResult(0.0, 0.0, 0.0, {}, "timeout after 1.5s", SLEEPY)
+    assert local[1].accuracy == 1.0 and local[1].error is None  # the next item of its job still scored
+    assert all(r.error is None for r in local[1:])
+
+
+def test_in_process_workers_start_on_first_use_and_stop_on_close():
+    client = InProcessRewardClient(RewardConfig(workers=2))
+    assert client._pool is None  # nothing started yet
+    assert client.score(mixed_batch(3)) == InProcessRewardClient().score(mixed_batch(3))
+    pids = client._pool.pids()
+    assert len(pids) == 2 and all(Path(f"/proc/{pid}").exists() for pid in pids)
+    client.close()
+    assert client._pool is None
+    for pid in pids:
+        assert not _running(pid), f"worker {pid} outlived close()"
+
+
+def _running(pid: int) -> bool:
+    try:  # a zombie waiting to be reaped is not running
+        return "State:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+
+
+def test_a_service_without_the_callers_scorer_module_refuses_at_once():
+    config = RewardConfig(extra_scorer_modules=[MODULE])
+    srv = RewardServer(["--workers", "1"], env=_env())
+    try:
+        srv.start()
+        with HttpRewardClient(srv.url, config=config, retries=3, backoff_s=30) as client:
+            with pytest.raises(RewardServiceError, match=rf"HTTP 422: extra_scorer_modules '{MODULE}': not loaded"):
+                client.score(mixed_batch(2))
+    finally:
+        srv.close()

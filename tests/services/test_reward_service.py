@@ -22,6 +22,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from easyvideor1.config.schema import RewardConfig
 from easyvideor1.rewards.client import InProcessRewardClient
 from services.reward.examples import CHEAP, CODE_HANG, CODE_OK, TEXT, mixed_batch
 from services.reward.launch import RewardServer, reward_server
@@ -38,7 +39,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def server():
-    args = ["--workers", "2", "--item-timeout", str(ITEM_TIMEOUT), "--max-batch", str(MAX_BATCH),
+    args = ["--workers", "2", "--timeout-s", str(ITEM_TIMEOUT), "--max-batch", str(MAX_BATCH),
             "--max-body-bytes", str(MAX_BODY)]
     with reward_server(args, env=_env()) as srv:
         yield srv
@@ -60,9 +61,11 @@ def _metric(text: str, name: str, **labels: str) -> float:
     return total
 
 
-def _expected(items):
+def _expected(items, config: RewardConfig | None = None):
+    with InProcessRewardClient(config) as client:
+        scored = client.score(items)
     return [{"id": item.get("id") if isinstance(item, dict) else None, **r.as_dict(), "problem_type": r.problem_type}
-            for item, r in zip(items, InProcessRewardClient().score(items))]
+            for item, r in zip(items, scored)]
 
 
 def test_mixed_batch_scores_in_order_like_in_process(http):
@@ -162,6 +165,44 @@ def test_per_type_route(http):
 ])
 def test_malformed_body_is_422_with_reason(http, content, message):
     resp = http.post("/v1/score", content=content, headers={"content-type": "application/json"})
+    assert resp.status_code == 422
+    assert message in resp.json()["detail"]
+
+
+def test_request_config_scores_with_the_callers_settings(http):
+    items = [{"id": 1, "problem_type": "boolean", "response": "yes", "ground_truth": "yes"},  # no tag: format 0
+             {"id": 2, "problem_type": "telepathy", "response": "<answer>a b</answer>", "ground_truth": "a b"}]
+    fields = {"accuracy_weight": 0.5, "format_weight": 0.5, "default_problem_type": "ocr"}
+    results = http.post("/v1/score", json={"items": items, "config": fields}).json()["results"]
+    assert (results[0]["accuracy"], results[0]["overall"]) == (1.0, 0.5)
+    assert results[1]["problem_type"] == "ocr" and results[1]["error"] is None  # routed by the request's default
+    assert results == _expected(items, RewardConfig(**fields))
+    default = http.post("/v1/score", json={"items": items, "config": None}).json()["results"]
+    assert default[0] == _expected(items[:1])[0] and default[0]["overall"] == 0.9
+    assert default[1]["error"].startswith("unknown problem_type 'telepathy'")  # the service's own: no default
+    tagged = [{"response": "<answer>yes</answer>", "ground_truth": "yes"}]
+    routed = http.post("/v1/score/boolean", json={"items": tagged, "config": {"format_weight": 1.0}}).json()
+    assert routed["results"][0]["overall"] == pytest.approx(1.9)  # 0.9 (the service's) + 1.0 (the request's)
+
+
+def test_request_config_timeout_applies_per_item(http):
+    items = [{**CODE_HANG, "id": "hang"}, *mixed_batch(3)]
+    results = http.post("/v1/score", json={"items": items, "config": {"timeout_s": 1.5}}).json()["results"]
+    assert results[0]["error"] == "timeout after 1.5s"
+    assert results[1:] == _expected(items[1:])
+
+
+@pytest.mark.parametrize(("config", "message"), [
+    ({"workers": 8}, "config field(s) 'workers' cannot be set per request"),
+    ({"url": "http://elsewhere"}, "config field(s) 'url' cannot be set per request"),
+    ({"extra_scorer_modules": ["os"]}, "extra_scorer_modules 'os': not loaded by this service at start-up"),
+    ({"accuracy_weight": -1}, "config: accuracy_weight: Input should be greater than or equal to 0"),
+    ({"scorer_options": {"telepathy": {}}}, "unknown problem_type 'telepathy'"),
+    ({"nonsense": 1}, "config: nonsense: Extra inputs are not permitted"),
+    ([1, 2], "'config' must be an object of scoring fields"),
+])
+def test_refused_request_config_is_422_naming_it(http, config, message):
+    resp = http.post("/v1/score", json={"items": mixed_batch(2), "config": config})
     assert resp.status_code == 422
     assert message in resp.json()["detail"]
 
@@ -302,6 +343,10 @@ def test_openapi_publishes_models(http):
     assert {"response", "ground_truth"} <= set(comps["ScoreItemModel"]["required"])
     ok = doc["paths"]["/v1/score"]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
     assert ok == {"$ref": "#/components/schemas/ScoreResponse"}
+    scoring = comps["ScoringConfig"]
+    assert set(scoring["properties"]) == {"accuracy_weight", "format_weight", "default_problem_type",
+                                          "answer_tag_policy", "scorer_options", "extra_scorer_modules", "timeout_s"}
+    assert scoring["additionalProperties"] is False
     assert {"413", "422"} <= set(doc["paths"]["/v1/score"]["post"]["responses"])
     assert "404" in doc["paths"]["/v1/score/{problem_type}"]["post"]["responses"]
 
@@ -326,8 +371,8 @@ def test_openapi_conformance(server, mode):
 
 
 def test_auth_config_and_graceful_sigterm(tmp_path: Path):
-    config = tmp_path / "rewards.yaml"
-    config.write_text("rewards:\n  accuracy_weight: 0.5\n  format_weight: 0.5\n")
+    config = tmp_path / "run.yaml"
+    config.write_text("worker:\n  reward:\n    accuracy_weight: 0.5\n    format_weight: 0.5\n")
     srv = RewardServer(["--workers", "1", "--token-env", "MY_REWARD_TOKEN", "--config", str(config)],
                        env=_env(MY_REWARD_TOKEN="s3cret"))
     try:

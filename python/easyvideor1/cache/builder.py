@@ -3,8 +3,9 @@
 Steps: load the rows (bad rows are reported and skipped); collect the distinct media files
 and the rows that use each; compute every cache key (content hash + parameters) in a thread
 pool; group paths by key (one build per distinct content); skip keys already stored
-(resumable); build the rest in ``workers`` subprocesses (cache/worker.py), each task with a
-wall-clock timeout after which its worker is killed by pid, the file reported as a
+(resumable); build the rest in ``workers`` worker processes (:func:`decode_keys`: an
+:mod:`easyvideor1.workpool` pool running cache/worker.py), each file with a wall-clock
+timeout after which its worker is killed with its process group, the file reported as a
 MediaTimeoutError, and a fresh worker started. Nothing a single file does stops the run.
 """
 
@@ -13,11 +14,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import queue
 import sys
-import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,11 +27,13 @@ from tqdm import tqdm
 
 from easyvideor1.cache.key import CacheKey, cache_key
 from easyvideor1.cache.loader import index_for_store
-from easyvideor1.cache.pool import WorkerPool
 from easyvideor1.cache.stores.base import open_store
+from easyvideor1.cache.worker import build_one, open_build_state
 from easyvideor1.errors import MediaError, MediaMissingError, RowProblem
 from easyvideor1.logging import event, get_logger
 from easyvideor1.video.metadata import ImageParams, VideoParams
+from easyvideor1.workpool import ItemResult, WorkerPool, WorkerSpec, WorkerStartError
+from easyvideor1.workpool.proc import exit_description
 
 _log = get_logger("cache.builder")
 
@@ -135,8 +137,7 @@ def build_cache(
             else:
                 to_build.append(key_of[k])
         if to_build:
-            config = {"store_url": store_url, "store_options": store_options or {},
-                      "index_dir": str(index.path.parent)}
+            config = worker_config(store_url, store_options, index)
             _run_builds(to_build, paths_of, rows_of, config, workers, timeout, progress, summary)
     finally:
         store.close()
@@ -174,31 +175,57 @@ def _compute_keys(rows_of: dict[tuple[str, str], list[str]], video_params: Video
     return keys
 
 
+def worker_config(store_url: str, store_options: dict[str, Any] | None, index: Any) -> dict[str, Any]:
+    """What a build worker needs to open the store and the hash index (cache/worker.py)."""
+    return {"store_url": store_url, "store_options": store_options or {}, "index_dir": str(index.path.parent)}
+
+
+def decode_keys(keys: list[CacheKey], config: dict[str, Any], workers: int, timeout: float
+                ) -> Iterator[tuple[CacheKey, dict[str, Any]]]:
+    """Build ``keys`` in up to ``workers`` worker processes, one file per job, each within
+    ``timeout`` seconds; yields ``(key, reply)`` as each finishes (reply: cache/worker.py's,
+    or the pool's timeout / crash / start-up failure in the same shape)."""
+    spec = WorkerSpec(open_build_state, build_one, (config,), name="evr1-cache",
+                      preload=("easyvideor1.cache.media",), forward_output=False)
+    with WorkerPool(spec, min(max(1, workers), len(keys))) as pool:
+        try:
+            pool.start()
+        except WorkerStartError as exc:
+            for key in keys:
+                yield key, {"ok": False, "error_class": "WorkerStartError", "error_kind": "internal",
+                            "reason": f"cannot start a build worker: {exc}"}
+            return
+        tasks = [{"path": key.path, "key": dataclasses.asdict(key)} for key in keys]
+        for index, result in pool.each(tasks, timeout):
+            yield keys[index], _reply(keys[index], result, timeout)
+
+
+def _reply(key: CacheKey, result: ItemResult, timeout: float) -> dict[str, Any]:
+    if result.kind is None:
+        return result.value
+    if result.kind == "timeout":
+        event(_log, "cache_build_timeout", path=key.path, timeout_s=timeout, killed_pid=result.pid)
+        return {"ok": False, "error_class": "MediaTimeoutError", "error_kind": "decode timeout",
+                "reason": f"no result within {timeout:g}s; the decoding process (pid {result.pid}) was killed"}
+    if result.kind == "worker_crash" and result.exit_code is not None:
+        return {"ok": False, "error_class": "MediaDecodeError", "error_kind": "decode",
+                "reason": f"the decoding process died ({exit_description(result.exit_code)})"
+                          + (f": {result.output}" if result.output else "")}
+    return {"ok": False, "error_class": "WorkerError", "error_kind": "internal", "reason": result.error or ""}
+
+
 def _run_builds(to_build: list[CacheKey], paths_of: dict[str, list[tuple[str, str]]],
                 rows_of: dict[tuple[str, str], list[str]], config: dict[str, Any], workers: int,
                 timeout: float, progress: bool, summary: BuildSummary) -> None:
-    tasks = queue.Queue()
-    for task_id, key in enumerate(to_build):
-        tasks.put((task_id, key))
-    results: queue.Queue = queue.Queue()
-    with WorkerPool(config, size=min(max(1, workers), len(to_build)), timeout=timeout) as pool, \
-            tqdm(total=len(to_build), desc="build cache", unit="file", file=sys.stderr,
-                 disable=not progress) as bar:
-        threads = [threading.Thread(target=pool.serve, args=(slot, tasks, results), daemon=True)
-                   for slot in range(pool.size)]
-        for thread in threads:
-            thread.start()
-        for _ in range(len(to_build)):
-            key, reply = results.get()
-            _account(key, reply, paths_of, rows_of, summary)
+    with tqdm(total=len(to_build), desc="build cache", unit="file", file=sys.stderr, disable=not progress) as bar:
+        for key, reply in decode_keys(to_build, config, workers, timeout):
+            account(summary, reply, ((media[1], sorted(rows_of[media])) for media in paths_of[key.key]))
             bar.update(1)
             bar.set_postfix(built=summary.built, failed=len(summary.failed), refresh=False)
-        for thread in threads:
-            thread.join()
 
 
-def _account(key: CacheKey, reply: dict[str, Any], paths_of: dict[str, list[tuple[str, str]]],
-             rows_of: dict[tuple[str, str], list[str]], summary: BuildSummary) -> None:
+def account(summary: BuildSummary, reply: dict[str, Any], users: Iterable[tuple[str, list[str]]]) -> None:
+    """Count one build reply; a failure is listed once per ``(path, rows)`` that has this content."""
     if reply.get("ok"):
         if reply.get("built"):
             summary.built += 1
@@ -206,12 +233,12 @@ def _account(key: CacheKey, reply: dict[str, Any], paths_of: dict[str, list[tupl
         else:
             summary.reused += 1
         return
-    for media in paths_of[key.key]:
-        summary.failed.append(BuildFailure(media[1], reply.get("error_kind", "internal"),
-                                           reply.get("error_class", "Error"), reply.get("reason", ""),
-                                           sorted(rows_of[media])))
-        event(_log, "cache_build_failed", path=media[1], kind=reply.get("error_kind"),
-              reason=reply.get("reason", "").splitlines()[0] if reply.get("reason") else "")
+    reason = reply.get("reason", "")
+    for path, rows in users:
+        summary.failed.append(BuildFailure(path, reply.get("error_kind", "internal"),
+                                           reply.get("error_class", "Error"), reason, rows))
+        event(_log, "cache_build_failed", path=path, kind=reply.get("error_kind"),
+              reason=reason.splitlines()[0] if reason else "")
 
 
 def write_report(path: str | os.PathLike, summary: BuildSummary, data_path: str) -> Path:

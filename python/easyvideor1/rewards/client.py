@@ -21,15 +21,21 @@ import logging
 import math
 import os
 import random
+import threading
 import time
+import weakref
 from abc import ABC, abstractmethod
+from collections.abc import Collection
 from dataclasses import dataclass, fields
 from typing import Any
 
-from easyvideor1.config.schema import RewardConfig
+from pydantic import ValidationError
+
+from easyvideor1.config.schema import SCORING_FIELDS, RewardConfig
 from easyvideor1.errors import ConfigError, EasyVideoR1Error
 from easyvideor1.logging import event, get_logger
-from easyvideor1.rewards.registry import UnknownProblemType, canonical_problem_type, score
+from easyvideor1.rewards.pool import RewardPool, payload_of
+from easyvideor1.rewards.registry import UnknownProblemType, canonical_problem_type, score, scorer_specs
 from easyvideor1.rewards.types import RewardResult, ScoreRequest
 
 # Longest response / ground truth / problem accepted per item; longer is a per-item error
@@ -164,6 +170,33 @@ def prepare_item(
     return PreparedItem(item_id, request, None, canonical)
 
 
+def scoring_config(raw: Any, base: RewardConfig, loaded_modules: Collection[str]) -> RewardConfig:
+    """The settings a scoring request carries: ``RewardConfig`` scoring fields over ``base``
+    (fields not given keep ``base``'s values). Raises ConfigError naming what is wrong.
+
+    ``url`` and ``workers`` are the scoring side's own settings, not a request's; an
+    ``extra_scorer_modules`` entry outside ``loaded_modules`` is refused before validation
+    (which would import it into the scoring process)."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"'config' must be an object of scoring fields ({', '.join(sorted(SCORING_FIELDS))}), "
+                          f"got {json_type_name(raw)}")
+    refused = [key for key in ("url", "workers") if key in raw]
+    if refused:
+        raise ConfigError(f"config field(s) {', '.join(map(repr, refused))} cannot be set per request: "
+                          "they are the scoring service's own settings")
+    modules = raw.get("extra_scorer_modules")
+    if isinstance(modules, list):
+        missing = [m for m in modules if isinstance(m, str) and m not in loaded_modules]
+        if missing:
+            raise ConfigError(f"extra_scorer_modules {', '.join(map(repr, missing))}: not loaded by this service at "
+                              "start-up (its worker.reward.extra_scorer_modules lists what it loads)")
+    try:
+        return RewardConfig.model_validate({**base.scoring_fields(), **raw})
+    except ValidationError as exc:
+        problems = [f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in exc.errors()]
+        raise ConfigError("config: " + "; ".join(problems)) from None
+
+
 _CANONICAL: dict[str, str] = {}
 
 
@@ -260,7 +293,7 @@ class RewardClient(ABC):
         """``problem_type`` scores every item as that type (items may then omit it)."""
 
     def close(self) -> None:
-        """Release connections; the in-process client holds none."""
+        """Release connections or worker processes."""
         return None
 
     def __enter__(self) -> RewardClient:
@@ -271,20 +304,52 @@ class RewardClient(ABC):
 
 
 class InProcessRewardClient(RewardClient):
-    """Calls the registry in this process. No per-item timeout: the service adds those."""
+    """Scores in worker processes of this machine (:class:`~easyvideor1.rewards.pool.RewardPool`),
+    with the reward service's per-item limit: an item past ``config.timeout_s`` gets its worker
+    killed and ``timeout after Xs``. ``config.workers`` workers (None: the CPUs this process
+    may use), started on the first call and stopped by :meth:`close`."""
 
     def __init__(self, config: RewardConfig | None = None, max_item_chars: int = DEFAULT_MAX_ITEM_CHARS):
         self.config = config or RewardConfig()
         self.max_item_chars = max_item_chars
+        self._pool: RewardPool | None = None
+        self._lock = threading.Lock()
+        self._finalizer: weakref.finalize | None = None
+
+    def _workers(self) -> RewardPool:
+        with self._lock:
+            if self._pool is not None and self._pool.workers.owner != os.getpid():
+                self._pool = None  # a forked copy of this client: the workers are the parent's
+            if self._pool is None:
+                pool = RewardPool(self.config.workers, modules=self.config.extra_scorer_modules)
+                pool.start()
+                # A client dropped without close() still stops its workers (at collection or exit).
+                self._finalizer = weakref.finalize(self, pool.close, 1.0)
+                self._pool = pool
+            return self._pool
 
     def score(self, items: list[ScoreItem | dict], problem_type: str | None = None) -> list[RewardResult]:
         route = canonical_problem_type(problem_type) if problem_type is not None else None
-        out = []
-        for raw in items:
-            prepared = prepare_item(raw, self.config, route_type=route, max_item_chars=self.max_item_chars)
-            out.append(prepared.error_result() if prepared.request is None
-                       else score_prepared(prepared.request, self.config))
-        return out
+        prepared = [prepare_item(raw, self.config, route_type=route, max_item_chars=self.max_item_chars)
+                    for raw in items]
+        out: list[RewardResult | None] = [p.error_result() if p.request is None else None for p in prepared]
+        todo = [k for k, p in enumerate(prepared) if p.request is not None]
+        if todo:
+            specs = scorer_specs()
+            payloads = [payload_of(prepared[k].request) for k in todo]
+            heavy = [specs[p[2]].heavy if p[2] in specs else False for p in payloads]
+            for k, (r, _kind) in zip(todo, self._workers().score(payloads, heavy, self.config)):
+                out[k] = RewardResult(*r[:6])
+        return out  # type: ignore[return-value]
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+            if self._finalizer is not None:
+                self._finalizer.detach()
+                self._finalizer = None
+        if pool is not None and pool.workers.owner == os.getpid():
+            pool.close()
 
 
 _RETRY_STATUS = frozenset({500, 502, 503, 504})
@@ -295,11 +360,14 @@ class HttpRewardClient(RewardClient):
 
     Connection errors and 5xx answers are retried ``retries`` times with exponential
     backoff (the service may be restarting); a 4xx is the caller's fault and raised at
-    once. Large inputs are sent in batches of ``batch_size`` items.
+    once. Large inputs are sent in batches of ``batch_size`` items. With ``config``, every
+    request carries its scoring fields and the service scores with them (else with its own
+    ``worker.reward``).
     """
 
     def __init__(self, base_url: str, token: str | None = None, timeout: float = 300.0, retries: int = 5,
-                 backoff_s: float = 0.25, max_backoff_s: float = 8.0, batch_size: int = 1024):
+                 backoff_s: float = 0.25, max_backoff_s: float = 8.0, batch_size: int = 1024,
+                 config: RewardConfig | None = None):
         import httpx  # lazy: the in-process path must not need an HTTP stack
 
         self.base_url = base_url.rstrip("/")
@@ -307,6 +375,8 @@ class HttpRewardClient(RewardClient):
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.retries, self.backoff_s, self.max_backoff_s = retries, backoff_s, max_backoff_s
         self.batch_size = batch_size
+        self.config = config
+        self._scoring = {} if config is None else {"config": config.scoring_fields()}
         self._httpx = httpx
         self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
 
@@ -316,7 +386,7 @@ class HttpRewardClient(RewardClient):
         for start in range(0, len(items), self.batch_size):
             batch = [i.as_dict() if isinstance(i, ScoreItem) else i for i in items[start:start + self.batch_size]]
             try:  # ASCII-escaped: lone surrogates in a decoded response must not fail the batch
-                content = json.dumps({"items": batch}).encode()
+                content = json.dumps({"items": batch, **self._scoring}).encode()
             except (TypeError, ValueError) as exc:
                 raise RewardServiceError(f"items for {self.base_url}{path} are not JSON-serialisable: {exc}") from None
             body = self.request("POST", path, content=content, headers={"content-type": "application/json"})
@@ -370,12 +440,10 @@ def _detail(resp: Any) -> str:
 
 def open_reward_client(url: str | None = None, config: RewardConfig | None = None, **http_kwargs: Any) -> RewardClient:
     """``None``, ``""`` or ``"inprocess"`` -> :class:`InProcessRewardClient`;
-    ``http(s)://host:port`` -> :class:`HttpRewardClient` (the service's own config applies)."""
+    ``http(s)://host:port`` -> :class:`HttpRewardClient`; both score with ``config`` when it
+    is given (without it, the service uses its own ``worker.reward``)."""
     if url is None or url.strip() in ("", "inprocess"):
         return InProcessRewardClient(config)
     if url.startswith(("http://", "https://")):
-        if config is not None and config != RewardConfig():
-            event(_log, "reward_config_ignored", logging.WARNING, url=url,
-                  reason="the reward service scores with its own --config")
-        return HttpRewardClient(url, **http_kwargs)
+        return HttpRewardClient(url, config=config, **http_kwargs)
     raise ConfigError(f"reward URL {url!r}: expected 'inprocess' or an http(s):// URL")

@@ -67,6 +67,7 @@ _ALIASES: dict[str, str] = {}
 _LOCK = threading.Lock()
 _LOAD_LOCK = threading.RLock()
 _LOADED = False
+_MODULES: set[str] = set()  # every scorer module imported through this registry
 
 
 def normalize_name(name: str) -> str:
@@ -97,7 +98,16 @@ def register_scorer(
 def load_scorer_modules(modules: Iterable[str]) -> None:
     """Import modules that register scorers (used for config-provided extensions)."""
     for module in modules:
-        importlib.import_module(module)
+        if module not in _MODULES:
+            importlib.import_module(module)
+            _MODULES.add(module)
+
+
+def scorer_modules() -> frozenset[str]:
+    """The modules that registered the scorers of this process: built-ins, entry points, and
+    those loaded by :func:`load_scorer_modules`."""
+    _ensure_loaded()
+    return frozenset(_MODULES)
 
 
 def _ensure_loaded() -> None:
@@ -113,8 +123,10 @@ def _ensure_loaded() -> None:
             return
         for module in BUILTIN_MODULES:
             importlib.import_module(f"easyvideor1.rewards.{module}")
+            _MODULES.add(f"easyvideor1.rewards.{module}")
         for ep in entry_points(group="easyvideor1.rewards"):
             importlib.import_module(ep.value)
+            _MODULES.add(ep.value)
         _LOADED = True
 
 

@@ -36,7 +36,6 @@ import base64
 import itertools
 import json
 import os
-import selectors
 import shutil
 import signal
 import subprocess
@@ -49,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from easyvideor1.errors import EasyVideoR1Error
+from easyvideor1.workpool.proc import CappedBuffer, kill_group, read_until, remaining, spawn_in_group
 
 NOBODY = 65534
 _LAUNCHER = (Path(__file__).with_name("sandbox_launcher.py")).read_text()
@@ -299,76 +299,38 @@ def _execute(argv: list[str], mode: str, stdin: bytes, limits: SandboxLimits, re
     start = time.monotonic()
     deadline = start + limits.wall_time_s
     try:
-        proc = subprocess.Popen(
+        proc = spawn_in_group(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             pass_fds=(report_w,), cwd="/", env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
-            process_group=0, user=user, group=user, extra_groups=[] if user is not None else None)
+            user=user, group=user, extra_groups=[] if user is not None else None)
     except BaseException:
         os.close(report_r)
         raise
     finally:
         os.close(report_w)
-    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
-    caps = {out_fd: limits.output_bytes, err_fd: limits.output_bytes,
-            report_r: limits.files_out_bytes * 2 + (1 << 20)}
-    bufs = {fd: bytearray() for fd in caps}
-    truncated = timed_out = False
-    pending = memoryview(stdin)
-    sel = selectors.DefaultSelector()
+    out, err = CappedBuffer(limits.output_bytes), CappedBuffer(limits.output_bytes)
+    report = CappedBuffer(limits.files_out_bytes * 2 + (1 << 20))
+    timed_out = False
     try:
-        for fd in caps:
-            sel.register(fd, selectors.EVENT_READ)
-        if pending:
-            os.set_blocking(proc.stdin.fileno(), False)
-            sel.register(proc.stdin.fileno(), selectors.EVENT_WRITE)
-        else:
-            proc.stdin.close()
-        while sel.get_map():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                timed_out = True
-                break
-            for key, _ in sel.select(remaining):
-                fd = key.fd
-                if fd not in caps:  # stdin
-                    try:
-                        pending = pending[os.write(fd, pending[:65536]):]
-                    except (BrokenPipeError, BlockingIOError) as exc:
-                        if isinstance(exc, BlockingIOError):
-                            continue
-                        pending = pending[:0]
-                    if not pending:
-                        sel.unregister(fd)
-                        proc.stdin.close()
-                    continue
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    sel.unregister(fd)
-                    continue
-                room = caps[fd] - len(bufs[fd])
-                if len(chunk) > room:
-                    truncated = True
-                bufs[fd] += chunk[:max(room, 0)]
+        timed_out = read_until({proc.stdout.fileno(): out, proc.stderr.fileno(): err, report_r: report},
+                               deadline, stdin=(proc.stdin, stdin))
         if not timed_out:
             try:
-                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+                proc.wait(timeout=remaining(deadline))
             except subprocess.TimeoutExpired:
                 timed_out = True
     finally:
         if timed_out or proc.poll() is None:
             # bwrap/unshare die with their group; the kernel then kills the whole PID namespace.
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            kill_group(proc.pid)
         proc.wait()
-        sel.close()
         for handle in (proc.stdin, proc.stdout, proc.stderr):
             if not handle.closed:
                 handle.close()
         os.close(report_r)
-    return _result(mode, bufs[out_fd], bufs[err_fd], bytes(bufs[report_r]),
-                   proc.returncode, timed_out, truncated, limits, time.monotonic() - start)
+    truncated = out.truncated or err.truncated or report.truncated
+    return _result(mode, out.data, err.data, bytes(report.data), proc.returncode, timed_out, truncated, limits,
+                   time.monotonic() - start)
 
 
 def _result(mode: str, out: bytearray, err: bytearray, report_raw: bytes, outer_rc: int, timed_out: bool,

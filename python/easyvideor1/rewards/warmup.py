@@ -1,6 +1,7 @@
-"""Imported once by the worker pool's forkserver (only there): loads every scorer and runs
-each cheap one on a trivial item, so the lazy first-call imports (sympy for math, nltk
-for ROUGE: ~1 s) happen once and every forked worker, replacements included, starts warm.
+"""Imported once by the worker pool's forkserver (only there, see rewards/pool.py): loads
+every scorer and runs each cheap one on a trivial item, so the lazy first-call imports
+(sympy for math, nltk for ROUGE: ~1 s) happen once and every forked scoring worker,
+replacements included, starts warm.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from easyvideor1.rewards.types import ScoreRequest
 
 def warm_up() -> None:
     # math_verify warns on every call that its own (signal-based) timeout is off and the
-    # caller must bound the time: here the pool's per-item kill does exactly that.
+    # caller must bound the time: the pool's per-item kill does exactly that.
     logging.getLogger("math_verify").setLevel(logging.ERROR)
     try:
         specs = scorer_specs()
