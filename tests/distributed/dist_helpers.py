@@ -67,6 +67,24 @@ def start_worker(model_dir: Path, queue_url: str, namespace: str, workdir: Path,
     return proc, status
 
 
+def start_config_worker(config: Path, workdir: Path, name: str = "w0") -> tuple[subprocess.Popen, Path]:
+    """A rollout worker process started as every deployment starts it: ``--config RUN.yaml``."""
+    status = workdir / f"{name}.status.json"
+    proc = subprocess.Popen([sys.executable, "-m", "easyvideor1.rollout.worker", "--config", str(config),
+                             "--consumer", name, "--status-file", str(status)],
+                            stdout=open(workdir / f"{name}.log", "ab"), stderr=subprocess.STDOUT)
+    return proc, status
+
+
+def wait_worker_ready(proc: subprocess.Popen, status: Path, log: Path, timeout: float = 240) -> None:
+    def ready():
+        if proc.poll() is not None:
+            raise RuntimeError(f"worker exited:\n{log_tail(log)}")
+        return read_status(status).get("state") == "ready"
+
+    wait_for(ready, timeout, "rollout worker ready")
+
+
 def read_status(path: Path) -> dict:
     try:
         return json.loads(path.read_text())

@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
-from dist_helpers import log_tail, make_data, read_status, wait_for
+from dist_helpers import make_data, start_config_worker, wait_worker_ready
 from servers import redis_server, stop_process
 
 from easyvideor1.config import load_config
@@ -84,18 +82,9 @@ def pool(tmp_path_factory, tiny_model_dir):
         config.write_text(yaml.safe_dump(_run_config(work, model, redis.url, None, data)))
         reward = RewardServer(["--config", str(config), "--workers", "1"]).start()
         config.write_text(yaml.safe_dump(_run_config(work, model, redis.url, reward.url, data)))
-        status = work / "worker.status.json"
-        log = open(work / "worker.log", "ab")
-        worker = subprocess.Popen([sys.executable, "-m", "easyvideor1.rollout.worker", "--config", str(config),
-                                   "--consumer", "w0", "--status-file", str(status)],
-                                  stdout=log, stderr=subprocess.STDOUT)
+        worker, status = start_config_worker(config, work)
         try:
-            def ready():
-                if worker.poll() is not None:
-                    raise RuntimeError(f"worker exited:\n{log_tail(work / 'worker.log')}")
-                return read_status(status).get("state") == "ready"
-
-            wait_for(ready, 240, "rollout worker ready")
+            wait_worker_ready(worker, status, work / "w0.log")
             yield {"work": work, "config": config, "data": data, "reward": reward}
         finally:
             stop_process(worker, grace=20)

@@ -15,14 +15,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 import yaml
-from dist_helpers import DEMO_TYPES, log_tail, read_status, wait_for
+from dist_helpers import DEMO_TYPES, read_status, start_config_worker, wait_worker_ready
 from servers import redis_server, stop_process
 
 from easyvideor1.config import load_config
@@ -88,19 +86,11 @@ def test_a_distributed_run_trains_and_validates_without_the_raw_videos(prepared,
     with redis_server() as redis:
         config = work / "run.yaml"
         config.write_text(yaml.safe_dump(_run_yaml(work, Path(tiny_model_dir), prepared["store"], redis.url)))
-        status = work / "worker.status.json"
-        worker = subprocess.Popen([sys.executable, "-m", "easyvideor1.rollout.worker", "--config", str(config),
-                                   "--consumer", "w0", "--status-file", str(status)],
-                                  stdout=open(work / "worker.log", "ab"), stderr=subprocess.STDOUT)
+        worker, status = start_config_worker(config, work)
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
         group = trainer = None
         try:
-            def ready():
-                if worker.poll() is not None:
-                    raise RuntimeError(f"worker exited:\n{log_tail(work / 'worker.log')}")
-                return read_status(status).get("state") == "ready"
-
-            wait_for(ready, 240, "rollout worker ready")
+            wait_worker_ready(worker, status, work / "w0.log")
             cfg = load_config(config)
             group = RayActorGroup(cfg, timeout_s=600)
             trainer = RLTrainer.from_config(cfg, actor=group)
