@@ -6,34 +6,22 @@ A payload is plain JSON (it travels through the work queue to any replica)::
      "video_params": {...}, "image_params": {...}}
     {"kind": "media", "videos": ["/abs/a.mp4"], "images": [], "video_params": ..., "image_params": ...}
 
-Execution calls the library: ``build_cache`` for a data file; for a media list the same
-steps from the same public pieces (content keys in threads, skip stored keys, decode with
-``decode_keys``: worker processes with a per-file timeout). A file that fails is listed with
-its reason; it never fails the build. A build is ``failed`` only when it could not run at all.
+Execution calls the library: ``build_cache`` for a data file, ``build_media`` for a media list
+(cache/builder.py: content keys, stored keys skipped, decoding in worker processes with a
+per-file timeout). A file that fails is listed with its reason; it never fails the build. A
+build is ``failed`` only when it could not run at all.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from easyvideor1.cache.builder import (
-    BuildFailure,
-    BuildSummary,
-    account,
-    build_cache,
-    decode_keys,
-    worker_config,
-)
-from easyvideor1.cache.key import CacheKey, cache_key
-from easyvideor1.cache.loader import index_for_store
-from easyvideor1.cache.stores.base import open_store
-from easyvideor1.errors import ConfigError, EasyVideoR1Error, MediaError, MediaMissingError
+from easyvideor1.cache.builder import BuildSummary, build_cache, build_media
+from easyvideor1.errors import ConfigError, EasyVideoR1Error
 from easyvideor1.models.families import get_family
 from easyvideor1.video.metadata import ImageParams, VideoParams
 
@@ -168,54 +156,3 @@ def summary_fields(summary: BuildSummary) -> dict[str, Any]:
         fields["status"] = "failed"
         fields["error"] = summary.bad_rows[0].describe()
     return fields
-
-
-def build_media(videos: list[str], images: list[str], store_url: str, video_params: VideoParams,
-                image_params: ImageParams, *, store_options: dict[str, Any] | None = None, workers: int = 2,
-                timeout: float = 600.0) -> BuildSummary:
-    """Build the given files into ``store_url`` (the media-list twin of ``build_cache``)."""
-    started = time.perf_counter()
-    summary = BuildSummary()
-    media = [("video", p) for p in videos] + [("image", p) for p in images]
-    summary.media = len(media)
-    store = open_store(store_url, **(store_options or {}))
-    try:
-        index = index_for_store(store)
-
-        def key_of(item: tuple[str, str]) -> CacheKey:
-            kind, path = item
-            if "://" in path:
-                raise MediaMissingError(path, "remote URLs are not fetched by the cache builder")
-            return cache_key(path, video_params if kind == "video" else image_params, index=index)
-
-        paths_of: dict[str, list[str]] = defaultdict(list)
-        first: dict[str, CacheKey] = {}
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            for item, future in [(m, pool.submit(key_of, m)) for m in media]:
-                try:
-                    key = future.result()
-                except MediaError as exc:
-                    summary.failed.append(BuildFailure(item[1], exc.kind, type(exc).__name__, exc.reason))
-                    continue
-                paths_of[key.key].append(item[1])
-                first.setdefault(key.key, key)
-        summary.unique = len(first)
-        to_build = []
-        for key in first.values():
-            if store.exists(key.key):
-                summary.reused += 1
-            else:
-                to_build.append(key)
-        if to_build:
-            _decode_all(to_build, paths_of, worker_config(store_url, store_options, index), workers, timeout,
-                        summary)
-    finally:
-        store.close()
-    summary.seconds = time.perf_counter() - started
-    return summary
-
-
-def _decode_all(to_build: list[CacheKey], paths_of: dict[str, list[str]], config: dict[str, Any],
-                workers: int, timeout: float, summary: BuildSummary) -> None:
-    for key, reply in decode_keys(to_build, config, workers, timeout):
-        account(summary, reply, ((path, []) for path in paths_of[key.key]))

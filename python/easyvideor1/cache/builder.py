@@ -241,6 +241,58 @@ def account(summary: BuildSummary, reply: dict[str, Any], users: Iterable[tuple[
               reason=reason.splitlines()[0] if reason else "")
 
 
+def build_media(videos: list[str], images: list[str], store_url: str, video_params: VideoParams,
+                image_params: ImageParams, *, store_options: dict[str, Any] | None = None, workers: int = 2,
+                timeout: float = 600.0) -> BuildSummary:
+    """Build the given files into ``store_url`` (what ``build_cache`` does for a data file, for a
+    list of media: the frame-cache service's media builds)."""
+    started = time.perf_counter()
+    summary = BuildSummary()
+    media = [("video", p) for p in videos] + [("image", p) for p in images]
+    summary.media = len(media)
+    store = open_store(store_url, **(store_options or {}))
+    try:
+        index = index_for_store(store)
+
+        def key_of(item: tuple[str, str]) -> CacheKey:
+            kind, path = item
+            if "://" in path:
+                raise MediaMissingError(path, "remote URLs are not fetched by the cache builder")
+            return cache_key(path, video_params if kind == "video" else image_params, index=index)
+
+        paths_of: dict[str, list[str]] = defaultdict(list)
+        first: dict[str, CacheKey] = {}
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            for item, future in [(m, pool.submit(key_of, m)) for m in media]:
+                try:
+                    key = future.result()
+                except MediaError as exc:
+                    summary.failed.append(BuildFailure(item[1], exc.kind, type(exc).__name__, exc.reason))
+                    continue
+                paths_of[key.key].append(item[1])
+                first.setdefault(key.key, key)
+        summary.unique = len(first)
+        to_build = []
+        for key in first.values():
+            if store.exists(key.key):
+                summary.reused += 1
+            else:
+                to_build.append(key)
+        if to_build:
+            _decode_all(to_build, paths_of, worker_config(store_url, store_options, index), workers, timeout,
+                        summary)
+    finally:
+        store.close()
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def _decode_all(to_build: list[CacheKey], paths_of: dict[str, list[str]], config: dict[str, Any],
+                workers: int, timeout: float, summary: BuildSummary) -> None:
+    for key, reply in decode_keys(to_build, config, workers, timeout):
+        account(summary, reply, ((path, []) for path in paths_of[key.key]))
+
+
 def write_report(path: str | os.PathLike, summary: BuildSummary, data_path: str) -> Path:
     """JSONL, one line per problem: ``{"path", "error_kind", "error_class", "reason", "rows"}``."""
     path = Path(path)
