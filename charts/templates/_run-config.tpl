@@ -9,7 +9,8 @@ Three layers, later ones winning (sprig mergeOverwrite, deep):
   1. what the release provides: its Redis, S3 stores, service URLs, the trainer image;
   2. .Values.runConfig (docs/config.md; values.yaml carries the chart's defaults there);
   3. what the objects of this release require: servers bind 0.0.0.0, token_env matches the
-     Secret env the chart sets, kubernetes.* describes the trainer RayJob rendered here.
+     Secret env the chart sets, kubernetes.* describes the trainer RayJob rendered here, and
+     with prepare.enabled data.train_files / data.val_files are the prepared manifests.
 */}}
 
 {{- define "easyvideor1.runConfigName" -}}
@@ -76,6 +77,10 @@ error instead of a value that would silently do nothing.
 {{- if $v.frameCache.enabled }}
 {{- $_ := set $release.distributed "frame_cache_url" (include "easyvideor1.frameCacheUrl" .) }}
 {{- end }}
+{{- if $v.prepare.enabled }}
+{{- /* A prepared manifest's media are in the store already: nothing to build from raw files. */}}
+{{- $_ := set $release.data.frame_cache "build_before_training" false }}
+{{- end }}
 {{- /* 3. What the objects of this release require. */}}
 {{- $reward := dict "host" "0.0.0.0" }}
 {{- if $v.reward.auth.existingSecret }}
@@ -86,6 +91,19 @@ error instead of a value that would silently do nothing.
 {{- $_ := set $frameCache "token_env" "EVR1_FRAME_CACHE_TOKEN" }}
 {{- end }}
 {{- $required := dict "serve" (dict "reward" $reward "frame_cache" $frameCache "rollout" (dict "http_host" "0.0.0.0")) }}
+{{- if $v.prepare.enabled }}
+{{- /* Training reads what the prepare Job writes: the first data file is the training set,
+       the second (when given) the validation set. */}}
+{{- $manifests := include "easyvideor1.prepareManifests" . | fromJsonArray }}
+{{- $data := dict }}
+{{- with $manifests }}
+{{- $_ := set $data "train_files" (index . 0).manifest }}
+{{- end }}
+{{- if gt (len $manifests) 1 }}
+{{- $_ := set $data "val_files" (index $manifests 1).manifest }}
+{{- end }}
+{{- $_ := set $required "data" $data }}
+{{- end }}
 {{- $run := mergeOverwrite $release (deepCopy ($v.runConfig | default dict)) $required }}
 {{- if $t.enabled }}
 {{- /* kubernetes.* describes the RayJob of this release, so the trainer values replace it whole. */}}

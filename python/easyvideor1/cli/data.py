@@ -39,11 +39,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "Re-running reuses what is stored. Rows whose media fail are left out and listed in "
                     f"<out stem>.report.jsonl. Exit status: 0 all good, {EXIT_PARTIAL} some rows left out, "
                     "1 could not run. See docs/frame-cache.md.")
-    prepare.add_argument("data", help="data file (JSONL, or a JSON list of rows; a prepared manifest works too)")
+    prepare.add_argument("data", help="data file (JSONL, or a JSON list of rows; a prepared manifest works too); "
+                                      "a path or an s3://bucket/key URL")
     add_config_arguments(prepare, PREPARE_FLAGS)
     prepare.add_argument("--model", action="append", required=True, metavar="DIR",
                          help="model directory; repeat for more families (one model per family)")
-    prepare.add_argument("--out", required=True, metavar="PREPARED.jsonl", help="the manifest to write")
+    prepare.add_argument("--out", required=True, metavar="PREPARED.jsonl",
+                         help="the manifest to write: a path, or an s3://bucket/key URL (written locally, then "
+                              "uploaded with its report; a re-run reads the previous manifest from there)")
     prepare.add_argument("--media-per-batch", type=int, default=256,
                          help="media fetched and built at a time: bounds the temporary copies of s3:// media "
                               "(default 256)")

@@ -3,6 +3,9 @@
 The format is detected from the content, not the extension: a file whose first
 non-blank character is ``[`` is a JSON list, anything else is JSONL. Every bad row is
 reported (file, 1-based line, field, what was expected) before anything is raised.
+
+A data file may also be an ``s3://bucket/key`` object (data/remote.py): fetched once, its
+relative media resolve against the object's key prefix and become ``s3://`` URLs.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import sys
 import tempfile
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tqdm import tqdm
@@ -36,7 +39,9 @@ def load_samples(
     ``strict=True`` raises :class:`DataError` listing every problem of the file;
     ``strict=False`` returns only the good rows (use :func:`load_samples_report` to also get
     the problems). Relative media paths resolve against ``media_root`` or the file's folder.
-    ``check_media=True`` also reports media files that do not exist.
+    ``path`` (and ``media_root``) may be an ``s3://bucket/key`` URL: the object is fetched,
+    and relative media resolve against its key prefix (``s3://`` URLs in the rows stay as
+    they are). ``check_media=True`` also reports local media files that do not exist.
     """
     samples, problems = load_samples_report(path, media_root=media_root, check_media=check_media)
     if problems and strict:
@@ -52,13 +57,40 @@ def load_samples_report(
 ) -> tuple[list[Sample], list[RowProblem]]:
     """Like :func:`load_samples` but never raises for bad data: ``(good samples, problems)``."""
     path_str = str(path)
-    try:
-        raw = Path(path).read_bytes()
-    except FileNotFoundError:
-        return [], [RowProblem(path_str, 0, None, "data file not found")]
-    except OSError as exc:
-        return [], [RowProblem(path_str, 0, None, f"cannot read data file: {exc.strerror or exc}")]
-    base_dir = os.path.abspath(media_root) if media_root is not None else os.path.dirname(os.path.abspath(path))
+    remote = _is_s3(path_str)
+    if remote:
+        from easyvideor1.data.remote import RemoteFileError, read_bytes
+
+        try:
+            raw = read_bytes(path_str)
+        except RemoteFileError as exc:
+            return [], [RowProblem(path_str, 0, None, f"cannot read the data file: {exc.reason}")]
+    else:
+        try:
+            raw = Path(path).read_bytes()
+        except FileNotFoundError:
+            return [], [RowProblem(path_str, 0, None, "data file not found")]
+        except OSError as exc:
+            return [], [RowProblem(path_str, 0, None, f"cannot read data file: {exc.strerror or exc}")]
+    # Relative media against an s3:// folder: parse_row keeps them relative (base ""), and
+    # _in_bucket turns them into URLs; a local folder is joined by parse_row as always.
+    s3_base: tuple[str, str] | None = None
+    root = str(media_root) if media_root is not None else None
+    if root is not None and _is_s3(root):
+        from easyvideor1.data.remote import RemoteFileError, parse_prefix
+
+        try:
+            s3_base = parse_prefix(root)
+        except RemoteFileError as exc:
+            return [], [RowProblem(path_str, 0, None, f"media root {root}: {exc.reason}")]
+    elif root is None and remote:
+        from easyvideor1.data.remote import folder_of
+
+        s3_base = folder_of(path_str)  # a URL read_bytes took is well-formed
+    if s3_base is not None:
+        base_dir = ""
+    else:
+        base_dir = os.path.abspath(root) if root is not None else os.path.dirname(os.path.abspath(path))
     if raw.startswith(b"\xef\xbb\xbf"):
         raw = raw[3:]
     stem = Path(path).stem
@@ -80,6 +112,8 @@ def load_samples_report(
             value, path=path_str, line=line, base_dir=base_dir,
             default_id=f"{stem}:row{index}" if is_list else f"{stem}:{line}",
             row_label=f"row {index}" if is_list else "")
+        if sample is not None and s3_base is not None:
+            sample, row_problems = _in_bucket(sample, s3_base, path_str, line)
         if sample is not None and check_media:
             row_problems = _missing_media(sample, path_str, line)
         if sample is not None:
@@ -174,6 +208,36 @@ def _skip_ws(text: str, pos: int) -> int:
 def _line_col(text: str, pos: int) -> tuple[int, int]:
     line = text.count("\n", 0, pos) + 1
     return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
+def _is_s3(path: str) -> bool:
+    return path[:5].lower() == "s3://"
+
+
+def _in_bucket(sample: Sample, base: tuple[str, str], path: str, line: int
+               ) -> tuple[Sample | None, list[RowProblem]]:
+    """``sample`` with its relative media (kept relative by parse_row) as URLs under ``base``
+    (bucket, key prefix); absolute paths and URLs stay as they are."""
+    from easyvideor1.data.remote import object_url, resolve_relative
+
+    bucket, prefix = base
+    problems: list[RowProblem] = []
+    resolved: dict[str, list[str]] = {}
+    for name, items in (("videos", sample.videos), ("images", sample.images)):
+        resolved[name] = []
+        for i, item in enumerate(items):
+            if is_url(item) or os.path.isabs(item):
+                resolved[name].append(item)
+                continue
+            url = resolve_relative(bucket, prefix, item)
+            if url is None:
+                folder = object_url(bucket, f"{prefix}/" if prefix else "")
+                problems.append(RowProblem(path, line, f"{name}[{i}]", f"relative media path {item!r} leaves the "
+                                           f"bucket: it is resolved against {folder}"))
+            resolved[name].append(url or item)
+    if problems:
+        return None, problems
+    return replace(sample, videos=tuple(resolved["videos"]), images=tuple(resolved["images"])), []
 
 
 def _missing_media(sample: Sample, path: str, line: int) -> list[RowProblem]:

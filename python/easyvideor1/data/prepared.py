@@ -22,7 +22,7 @@ from typing import Any
 
 from easyvideor1.data.loader import load_samples_report
 from easyvideor1.data.schema import Sample
-from easyvideor1.errors import ConfigError, DataError, RowProblem
+from easyvideor1.errors import ConfigError, DataError, EasyVideoR1Error, RowProblem
 from easyvideor1.video.metadata import ImageMetadata, ImageParams, VideoMetadata, VideoParams
 
 PREPARED_FIELD = "prepared"
@@ -349,6 +349,15 @@ def prepared_family(sample: Sample, family: str) -> PreparedFamily | None:
 
 def is_prepared_manifest(path: str | os.PathLike) -> bool:
     """Whether the data file's first row carries a ``prepared`` field (its media are in a store)."""
+    if str(path).startswith("s3://"):
+        from easyvideor1.data.remote import read_bytes
+
+        try:
+            first = next((line for line in read_bytes(str(path)).splitlines() if line.strip()), b"")
+            row = json.loads(first) if first else None
+        except (EasyVideoR1Error, ValueError, RecursionError):
+            return False  # the loader reports what is wrong with the file
+        return isinstance(row, dict) and PREPARED_FIELD in row
     try:
         with open(path, encoding="utf-8") as handle:
             for line in handle:

@@ -60,14 +60,20 @@ class EvalConfig:
     progress: bool = True
 
 
-def parse_benchmarks(spec: str, data_root: str | Path | None) -> dict[str, Path]:
-    """``"videomme,jsonl=/data/x.jsonl"`` -> ``{name: folder}``; a bare name is ``data_root/<name>``."""
-    out: dict[str, Path] = {}
+def parse_benchmarks(spec: str, data_root: str | Path | None) -> dict[str, Path | str]:
+    """``"videomme,jsonl=/data/x.jsonl"`` -> ``{name: folder}``; a bare name is ``data_root/<name>``;
+    ``jsonl=s3://bucket/key`` stays a URL (a prepared manifest in the object store)."""
+    out: dict[str, Path | str] = {}
     for part in (p.strip() for p in spec.split(",")):
         if not part:
             continue
         name, _, path = part.partition("=")
         bench = get_benchmark(name).name
+        if path and path.startswith("s3://"):
+            if bench != "jsonl":
+                raise EvalError(f"benchmark {bench!r}: {path}: only jsonl reads its data from an s3:// URL")
+            out[bench] = path  # an object or prefix in the store: the adapter fetches it
+            continue
         if path:
             out[bench] = Path(path).expanduser().resolve()
         elif data_root is None:

@@ -16,13 +16,20 @@ fetched copies of remote media never fill the disk):
 Then each sample's prompt is rendered as the trainer renders it and built with every
 family's ``PromptBuilder`` to count its tokens. A sample with a failed medium (or prompt) is
 left out and listed, with its data row's file:line, in ``<manifest stem>.report.jsonl``.
+
+``out_path`` may be an ``s3://bucket/key`` URL (a cluster has no file system shared by this
+job and the trainer): the manifest and report are written to a temporary folder and uploaded
+next to each other, the report first, so the manifest's arrival marks a finished run; the
+previous manifest at that URL is what an incremental re-run trusts ETags from.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
+import posixpath
 import sys
 import tempfile
 import time
@@ -206,9 +213,50 @@ def prepare(data_path: str | os.PathLike, cfg: RunConfig, model_dirs: Sequence[s
     """Prepare ``data_path`` for the models in ``model_dirs`` into ``cfg.data.frame_cache.store``.
 
     Frame budgets, workers, decode timeout, media root and prompt templates come from
-    ``cfg.data``. Writes the manifest to ``out_path`` and the report next to it; returns the
-    summary. Raises ConfigError for unusable arguments and StoreError when the store fails.
+    ``cfg.data``. Writes the manifest to ``out_path`` (a path or an ``s3://`` object URL) and
+    the report next to it; returns the summary. Raises ConfigError for unusable arguments
+    and StoreError when the store (or the bucket of an ``s3://`` out) fails.
     """
+    if is_remote(str(out_path)):
+        return _prepare_to_bucket(data_path, cfg, model_dirs, str(out_path), progress=progress,
+                                  media_per_batch=media_per_batch, trust_etag=trust_etag, tmp_dir=tmp_dir)
+    return _prepare(data_path, cfg, model_dirs, Path(out_path), progress=progress,
+                    media_per_batch=media_per_batch, trust_etag=trust_etag, tmp_dir=tmp_dir)
+
+
+def _prepare_to_bucket(data_path: str | os.PathLike, cfg: RunConfig, model_dirs: Sequence[str | os.PathLike],
+                       out_url: str, *, progress: bool, media_per_batch: int, trust_etag: bool,
+                       tmp_dir: str | os.PathLike | None) -> PrepareSummary:
+    """Prepare into a temporary folder, then upload the report and the manifest."""
+    from easyvideor1.data import remote
+
+    bucket, key = remote.split_url(out_url)
+    folder, name = posixpath.split(key)
+    stem = Path(name).stem
+    report_url = remote.object_url(bucket, posixpath.join(folder, f"{stem}.report.jsonl"))
+    # Checked before hours of decoding: credentials, endpoint and permissions. A missing
+    # bucket is fine (the upload creates it, as the frame store does); a missing object is
+    # a first run.
+    with contextlib.suppress(remote.MissingBucketError):
+        remote.stat(out_url)
+    with tempfile.TemporaryDirectory(prefix="evr1-prepare-out-", dir=tmp_dir) as local_dir:
+        local = Path(local_dir) / name
+        summary = _prepare(data_path, cfg, model_dirs, local, progress=progress, media_per_batch=media_per_batch,
+                           trust_etag=trust_etag, tmp_dir=tmp_dir, previous=out_url)
+        started = time.perf_counter()
+        remote.upload(local.with_name(f"{stem}.report.jsonl"), report_url)
+        remote.upload(local, out_url)
+    summary.manifest, summary.report = out_url, report_url
+    summary.seconds += time.perf_counter() - started
+    event(_log, "data_prepare_uploaded", manifest=out_url, report=report_url, written=summary.written)
+    return summary
+
+
+def _prepare(data_path: str | os.PathLike, cfg: RunConfig, model_dirs: Sequence[str | os.PathLike], out: Path, *,
+             progress: bool, media_per_batch: int, trust_etag: bool, tmp_dir: str | os.PathLike | None,
+             previous: str | Path | None = None) -> PrepareSummary:
+    """``prepare`` into the local ``out``; ``previous``: the manifest to trust ETags from
+    (default ``out``)."""
     started = time.perf_counter()
     store_url = cfg.data.frame_cache.store
     if not store_url:
@@ -216,7 +264,6 @@ def prepare(data_path: str | os.PathLike, cfg: RunConfig, model_dirs: Sequence[s
                           "/abs/dir, file:///abs/dir or s3://bucket/prefix")
     if media_per_batch < 1:
         raise ConfigError("media_per_batch must be >= 1")
-    out = Path(out_path)
     report = out.with_name(f"{out.stem}.report.jsonl")
     summary = PrepareSummary(manifest=str(out), report=str(report), store=store_url)
     targets = _targets(cfg, model_dirs)
@@ -229,7 +276,7 @@ def prepare(data_path: str | os.PathLike, cfg: RunConfig, model_dirs: Sequence[s
                                        p.describe()) for p in problems]
     media = _collect(samples)
     summary.media = len(media)
-    memo = _remote_memo(out) if trust_etag else {}
+    memo = _remote_memo(out if previous is None else previous) if trust_etag else {}
 
     with open_store(store_url) as store, MediaSource() as source, \
             tempfile.TemporaryDirectory(prefix="evr1-prepare-", dir=tmp_dir) as tmp:
@@ -301,9 +348,10 @@ def _collect(samples: Sequence[Sample]) -> dict[tuple[str, str], _Medium]:
     return media
 
 
-def _remote_memo(manifest: Path) -> dict[str, SourceInfo]:
-    """``s3://`` URL -> what the previous manifest recorded (content hash, size, ETag)."""
-    if not manifest.is_file():
+def _remote_memo(manifest: str | Path) -> dict[str, SourceInfo]:
+    """``s3://`` URL -> what the previous manifest (a path or an ``s3://`` object) recorded
+    (content hash, size, ETag)."""
+    if not is_remote(str(manifest)) and not Path(manifest).is_file():
         return {}
     try:
         rows, _ = load_prepared_report(manifest)

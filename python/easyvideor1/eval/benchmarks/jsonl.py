@@ -7,12 +7,15 @@ as in training; grounding and tracking types report IoU, regression MRA, open-en
 similarity (or the judge), all others accuracy, each kind separately. The prompt keeps the
 row's own ``<video>``/``<image>`` placement. A prepared manifest (``evr1 data prepare``) is a
 data file too: its frames are read from the store by key, so the raw media may be gone.
+PATH may be an ``s3://bucket/key`` object or an ``s3://bucket/prefix/`` of them.
 """
 
 from __future__ import annotations
 
+import posixpath
 from pathlib import Path
 
+from easyvideor1.cache.media_source import is_remote
 from easyvideor1.data import Sample, load_samples
 from easyvideor1.data.prepared import PREPARED_FIELD
 from easyvideor1.eval.benchmarks.base import Benchmark, letter_options, register
@@ -37,13 +40,46 @@ def item_from_sample(bench: str, sample: Sample, categories: dict) -> EvalItem:
                     categories=categories, meta=meta, source=where)
 
 
-def data_files(root: Path) -> list[Path]:
+def data_files(root: Path | str) -> list[Path | str]:
+    """The data files of ``root``: itself when a file, else the .json/.jsonl files in it. An
+    ``s3://`` URL is an object, or a key prefix whose objects are listed the same way."""
+    if isinstance(root, str) and is_remote(root):
+        return _bucket_files(root)
+    root = Path(root)
     if root.is_file():
         return [root]
-    files = sorted(p for p in root.glob("*.json*") if p.suffix in (".json", ".jsonl") and p.is_file())
+    files = _without_reports(sorted(p for p in root.glob("*.json*")
+                                    if p.suffix in (".json", ".jsonl") and p.is_file()))
     if not files:
         raise AnnotationError(str(root), None, None, "no .jsonl or .json data files")
     return files
+
+
+def _bucket_files(url: str) -> list[Path | str]:
+    from easyvideor1.data import remote
+
+    try:
+        if not url.endswith("/") and remote.stat(url) is not None:
+            return [url]
+        files = _without_reports(remote.list_data_files(url))
+    except remote.RemoteFileError as exc:
+        raise AnnotationError(url, None, None, exc.reason) from None
+    if not files:
+        raise AnnotationError(url, None, None, "no .jsonl or .json data files (neither an object nor a prefix "
+                                               "holding them)")
+    return files
+
+
+def _without_reports(files: list) -> list:
+    """Leave out ``X.report.jsonl`` next to a manifest ``X.jsonl`` (what `evr1 data prepare`
+    writes beside it): a list of left-out rows, not data."""
+    names = {_file_name(f) for f in files}
+    return [f for f in files if not (_file_name(f).endswith(".report.jsonl")
+                                     and _file_name(f)[: -len(".report.jsonl")] + ".jsonl" in names)]
+
+
+def _file_name(path: Path | str) -> str:
+    return posixpath.basename(path) if isinstance(path, str) else path.name
 
 
 @register
@@ -53,11 +89,11 @@ class JSONLBenchmark(Benchmark):
     category_fields = ("problem_type", "file", "data_type")
     annotation = "a .jsonl/.json file (or folder of them) in the training data format"
 
-    def load(self, root: Path) -> list[EvalItem]:
+    def load(self, root: Path | str) -> list[EvalItem]:
         items = []
         for path in data_files(root):
             for sample in load_samples(path, check_media=False):
                 items.append(item_from_sample(self.name, sample, {
-                    "problem_type": canonical_problem_type(sample.problem_type), "file": path.name,
+                    "problem_type": canonical_problem_type(sample.problem_type), "file": _file_name(path),
                     "data_type": sample.data_type}))
         return items
