@@ -16,13 +16,23 @@ Two isolation modes; the strongest that works here is chosen once per process
     is the sandbox's own loopback. bwrap itself never runs as root (as root it is started
     as ``nobody``, uid 65534), so RLIMIT_NPROC binds (the kernel exempts uid 0 from it).
 ``unshare`` (fallback when bwrap or unprivileged user namespaces are unavailable)
-    Needs root: ``unshare --net --pid --mount-proc`` gives no network and a private
-    process tree; ``setpriv`` then drops to a per-run unprivileged uid with no
-    capabilities and ``no_new_privs``. The host file system stays visible (read-only
-    where plain Unix permissions say so: world-readable host files CAN be read), and the
-    work dir is a host directory whose size only RLIMIT_FSIZE bounds per file.
+    Needs root and util-linux ``unshare``/``setpriv``: new mount, PID, network, IPC and
+    UTS namespaces (``unshare --mount --pid --fork --kill-child --net --ipc --uts``), killed
+    with its parent. Inside, still root and before any untrusted code, the launcher makes
+    every mount private and builds the same file system as the bwrap mode on a tmpfs: the
+    same read-only binds (mounted nosuid), a fresh ``/proc``, a read-only ``/dev`` of
+    null/zero/full/random/urandom with an 8 MiB ``/dev/shm``, a size-capped tmpfs ``/tmp``
+    as the work dir and the inputs read-only at ``/sandbox/in``; it remounts that root
+    read-only, ``pivot_root``s into it and detaches the old root (no host path is left in
+    the namespace), and ``setpriv`` then drops to a per-run unprivileged uid with no
+    groups, no capabilities (bounding and inheritable sets cleared) and ``no_new_privs``;
+    a seccomp filter refuses new user namespaces to the program (x86_64 and aarch64 only;
+    elsewhere the mode is unavailable). Any failed step stops the run before the program starts (the probe then fails).
 
-Neither works -> :class:`SandboxUnavailable`; code is never run unconfined.
+Neither works -> :class:`SandboxUnavailable`; code is never run unconfined or half-confined.
+The probe is a real run of a program that checks the confinement from inside (not root,
+no capabilities, no host files, only a loopback interface, a read-only root, no new user
+namespaces).
 
 In both modes the program gets RLIMIT_CPU, RLIMIT_AS, RLIMIT_FSIZE, RLIMIT_NPROC,
 RLIMIT_NOFILE, no core dumps, a wall-clock limit (the whole process tree is killed when it
@@ -53,8 +63,39 @@ from easyvideor1.workpool.proc import CappedBuffer, kill_group, read_until, rema
 NOBODY = 65534
 _LAUNCHER = (Path(__file__).with_name("sandbox_launcher.py")).read_text()
 _IN_DIR = "/sandbox/in"
-_BWRAP_WORKDIR = "/tmp"
+_WORKDIR = "/tmp"
 _UNSHARE_UID_BASE = int(os.environ.get("EVR1_SANDBOX_UID_BASE", "200000"))
+_UIDS_PER_PROCESS = 64  # per-run uids: a block per host pid, so that worker processes rarely share one
+
+# Run by the probe inside the sandbox: exits non-zero unless the confinement is in place.
+_PROBE_HIDDEN = ("/etc", "/root", "/home", "/var", "/work", "/opt", "/srv")
+_PROBE_CHECK = """
+import os, socket
+HIDDEN = %r
+problems = []
+if os.getuid() == 0 or os.geteuid() == 0:
+    problems.append("runs as root")
+status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines() if ":" in line)
+if int(status["CapEff"].strip(), 16) or int(status["CapPrm"].strip(), 16):
+    problems.append("has capabilities")
+for path in HIDDEN + ["/proc/1/root/etc"]:
+    if os.path.exists(path):
+        problems.append("host path visible: " + path)
+names = sorted(name for _, name in socket.if_nameindex())
+if names != ["lo"]:
+    problems.append("network interfaces: " + ",".join(names))
+import ctypes
+if ctypes.CDLL(None, use_errno=True).unshare(0x10000000) == 0:  # CLONE_NEWUSER
+    problems.append("can create user namespaces")
+try:
+    open("/probe-write", "w")
+    problems.append("root file system writable")
+except OSError:
+    pass
+open("probe-ok", "w").write("ok")
+if problems:
+    raise SystemExit("confinement check failed: " + "; ".join(problems))
+"""
 
 
 class SandboxUnavailable(EasyVideoR1Error):
@@ -70,7 +111,7 @@ class SandboxLimits:
     cpu_time_s: int = 10
     memory_bytes: int = 512 << 20  # RLIMIT_AS (address space) of each process
     file_size_bytes: int = 16 << 20  # RLIMIT_FSIZE: largest file a process may write
-    tmpfs_bytes: int = 64 << 20  # bwrap mode: total size of the writable /tmp
+    tmpfs_bytes: int = 64 << 20  # total size of the writable /tmp (the work dir)
     max_processes: int = 32
     max_open_files: int = 64
     output_bytes: int = 1 << 20  # kept of stdout and of stderr each; the rest is dropped
@@ -166,11 +207,16 @@ def _probe(mode: str) -> str | None:
     if mode == "unshare" and os.geteuid() != 0:
         return "needs root to drop to an unprivileged uid"
     try:
-        result = _run(mode, [sandbox_python(), "-c", "pass"], b"", SandboxLimits(wall_time_s=20), {}, {})
+        binds = _runtime_mounts(sandbox_python())[0]  # an interpreter prefix under /opt is allowed
+        hidden = [path for path in _PROBE_HIDDEN if not any((bind + "/").startswith(path + "/") for bind in binds)]
+        result = _run(mode, [sandbox_python(), "probe.py"], b"", SandboxLimits(wall_time_s=20),
+                      {"probe.py": (_PROBE_CHECK % hidden).encode()}, {})
     except OSError as exc:
         return str(exc)
     if result.returncode != 0:
-        return f"probe failed ({result.reason}): {result.stderr.decode(errors='replace').strip()[:300]}"
+        return f"probe failed ({result.reason}): {result.stderr.decode(errors='replace').strip()[-300:]}"
+    if result.files_out != {"probe-ok": b"ok"}:
+        return f"probe failed: the work dir did not round-trip ({sorted(result.files_out)})"
     return None
 
 
@@ -215,35 +261,54 @@ def run_sandboxed(
 
 def _bwrap_argv(python: str, in_dir: str, limits: SandboxLimits) -> list[str]:
     argv = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
-            "--new-session", "--uid", str(NOBODY), "--gid", str(NOBODY), "--hostname", "sandbox",
-            "--ro-bind", "/usr", "/usr"]
-    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
-        if os.path.islink(top):
-            argv += ["--symlink", os.readlink(top), top]
-        elif os.path.isdir(top):
-            argv += ["--ro-bind", top, top]
-    prefix = os.path.dirname(os.path.dirname(python))
-    if not python.startswith("/usr/"):
-        argv += ["--ro-bind", prefix, prefix]
+            "--new-session", "--uid", str(NOBODY), "--gid", str(NOBODY), "--hostname", "sandbox"]
+    binds, links = _runtime_mounts(python)
+    for top in binds:
+        argv += ["--ro-bind", top, top]
+    for link, target in links.items():
+        argv += ["--symlink", target, link]
     argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(8 << 20), "--tmpfs", "/dev/shm",
-             "--size", str(limits.tmpfs_bytes), "--tmpfs", _BWRAP_WORKDIR,
-             "--ro-bind", in_dir, _IN_DIR, "--chdir", _BWRAP_WORKDIR, "--clearenv",
+             "--size", str(limits.tmpfs_bytes), "--tmpfs", _WORKDIR,
+             "--ro-bind", in_dir, _IN_DIR, "--chdir", _WORKDIR, "--clearenv",
              # bwrap's root and /dev are unbounded tmpfs: only /tmp and /dev/shm stay writable.
              "--remount-ro", "/dev", "--remount-ro", "/", "--"]
     return argv
 
 
-def _unshare_argv(uid: int) -> list[str]:
-    return [shutil.which("unshare") or "unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc",
-            "--", shutil.which("setpriv") or "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
-            "--bounding-set=-all", "--no-new-privs", "--"]
+def _runtime_mounts(python: str) -> tuple[list[str], dict[str, str]]:
+    """What both modes show of the host, read-only: ``/usr``, the real ``/lib*``/``/bin`` dirs
+    (or their links) and the interpreter's prefix when it is outside ``/usr``."""
+    binds, links = ["/usr"], {}
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            links[top] = os.readlink(top)
+        elif os.path.isdir(top):
+            binds.append(top)
+    if not python.startswith("/usr/"):
+        binds.append(os.path.dirname(os.path.dirname(python)))
+    return binds, links
+
+
+def _unshare_argv() -> list[str]:
+    # setpriv --pdeathsig: unshare dies with the spawning thread, --kill-child then takes the
+    # namespace's pid 1 and with it every process of the run.
+    return [_tool("setpriv"), "--pdeathsig=KILL", "--", _tool("unshare"), "--mount", "--pid", "--fork",
+            "--kill-child", "--net", "--ipc", "--uts", "--"]
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        raise OSError(f"{name} not found")
+    return os.path.realpath(found)
 
 
 def _acquire_uid() -> int:
+    base = _UNSHARE_UID_BASE + (os.getpid() % (1 << 22)) * _UIDS_PER_PROCESS
     with _UID_LOCK:
-        slot = next(i for i in itertools.count() if _UNSHARE_UID_BASE + i not in _UIDS_IN_USE)
-        _UIDS_IN_USE.add(_UNSHARE_UID_BASE + slot)
-        return _UNSHARE_UID_BASE + slot
+        slot = next(i for i in itertools.count() if base + i not in _UIDS_IN_USE)
+        _UIDS_IN_USE.add(base + slot)
+        return base + slot
 
 
 def _run(mode: str, argv: list[str], stdin: bytes, limits: SandboxLimits, files: dict[str, bytes],
@@ -262,20 +327,25 @@ def _run(mode: str, argv: list[str], stdin: bytes, limits: SandboxLimits, files:
             os.chmod(root, 0o755)
             for name in names:
                 os.chmod(os.path.join(root, name), 0o644)
+        workdir, confine = _WORKDIR, None
         if mode == "bwrap":
             # As root, bwrap is started as nobody (uid 0 is exempt from RLIMIT_NPROC); any
             # other user already is unprivileged and runs it as itself.
             spawn_user = NOBODY if os.geteuid() == 0 else None
-            workdir, prefix = _BWRAP_WORKDIR, _bwrap_argv(python, in_dir, limits)
-            spec_in = _IN_DIR
+            prefix = _bwrap_argv(python, in_dir, limits)
         else:
-            workdir = os.path.join(host_dir, "work")
-            os.mkdir(workdir, 0o700)
-            os.chown(workdir, uid, uid)
-            prefix, spawn_user, spec_in = _unshare_argv(uid), None, in_dir
+            root = os.path.join(host_dir, "root")  # an empty mount point, for the private tmpfs root
+            os.mkdir(root, 0o700)
+            binds, links = _runtime_mounts(python)
+            setpriv = _tool("setpriv")
+            if not any(setpriv.startswith(top.rstrip("/") + "/") for top in binds):
+                raise OSError(f"setpriv ({setpriv}) is outside the runtime dirs the sandbox binds")
+            confine = {"root": root, "binds": binds, "symlinks": links, "in_dir": in_dir, "uid": uid,
+                       "tmpfs_bytes": int(limits.tmpfs_bytes), "setpriv": setpriv}
+            prefix, spawn_user = _unshare_argv(), None
         report_r, report_w = os.pipe()
         spec = {
-            "argv": argv, "workdir": workdir, "in_dir": spec_in, "report_fd": report_w,
+            "argv": argv, "workdir": workdir, "in_dir": _IN_DIR, "report_fd": report_w, "confine": confine,
             "files_cap": limits.files_out_bytes, "files_max": limits.files_out_max,
             # The launcher (and in bwrap mode its reaper, pid 1) share the uid: not counted.
             "limits": {"cpu": int(limits.cpu_time_s), "as": int(limits.memory_bytes),
