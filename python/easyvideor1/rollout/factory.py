@@ -50,7 +50,9 @@ def vllm_engine_kwargs(cfg: RunConfig, *, on_cpu: bool, model_path: str | Path |
     # vLLM sizes its encoder cache from the batched-token budget; a video whose vision tokens
     # exceed it is refused. A prompt may be one video up to the model length, so the budget is that.
     kwargs: dict[str, Any] = {"max_model_len": length, "max_num_batched_tokens": length, "seed": rollout.seed,
-                              "max_num_seqs": rollout.max_num_seqs}
+                              "max_num_seqs": rollout.max_num_seqs, "dtype": rollout.dtype,
+                              # A colocated engine sleeps while the actor works (rollout/policy_sync.py).
+                              "enable_sleep_mode": rollout.colocate}
     if on_cpu:
         from easyvideor1.rollout.vllm_memory import cpu_kv_cache_args
 

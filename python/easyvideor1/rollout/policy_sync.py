@@ -4,17 +4,33 @@
 :class:`EnginePolicySync` updates the in-process engine in place; the distributed mode's
 :class:`~easyvideor1.rollout.remote_stage.RemotePolicySync` publishes the version to the weights
 store and the version board that the rollout pool follows.
+
+The trainer calls :meth:`PolicySync.before_update` once a step's rollouts are done (before the
+old log-probs and the update) and :meth:`PolicySync.push` after the update. A colocated engine
+(``worker.rollout.colocate``: engine and actor on one GPU) sleeps in between, so the actor has
+the GPU to itself; ``push`` frees what the actor left cached, wakes the engine and loads the
+weights in place.
 """
 
 from __future__ import annotations
 
+import gc
+import inspect
+import time
 from abc import ABC, abstractmethod
 from typing import Any
 
+from easyvideor1.logging import event, get_logger
 from easyvideor1.rollout.base import RolloutEngine
+
+log = get_logger(__name__)
 
 
 class PolicySync(ABC):
+    def before_update(self) -> None:
+        """The step's rollouts are done; the actor computes next (no-op unless colocated)."""
+        return None
+
     @abstractmethod
     def push(self, state_dict: dict[str, Any], version: int) -> None:
         """Make ``version`` (full, unsharded state dict) the policy of the next rollouts."""
@@ -24,16 +40,103 @@ class PolicySync(ABC):
         return None
 
 
+def device_memory() -> dict[str, float]:
+    """GiB in use on the current CUDA device (all processes) and held by this process's allocator."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        return {}
+    if not torch.cuda.is_available():
+        return {}
+    free, total = torch.cuda.mem_get_info()
+    return {"gpu_used_gib": round((total - free) / 2**30, 2),
+            "gpu_reserved_here_gib": round(torch.cuda.memory_reserved() / 2**30, 2)}
+
+
+def release_cached_memory() -> None:
+    """Give the memory this process's allocator keeps cached (the actor's activations, freed
+    tensors) back to the device, so that a waking engine in another process can take it."""
+    gc.collect()
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        return
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+
+
+def _accepts(method: Any, name: str) -> bool:
+    try:
+        return name in inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 class EnginePolicySync(PolicySync):
     """Embedded mode: push each new policy straight into the in-process rollout engine.
 
-    ``owns_engine``: close the engine with the sync (an engine handed in by a caller stays theirs)."""
+    ``owns_engine``: close the engine with the sync (an engine handed in by a caller stays theirs).
+    ``colocate``: the engine sleeps at ``sleep_level`` between :meth:`before_update` and
+    :meth:`push` (level 2: its weights are woken first, loaded, then its KV cache).
+    ``last_sync`` holds the timings and memory of the latest push (for benchmarks and logs)."""
 
-    def __init__(self, engine: RolloutEngine, *, owns_engine: bool = True):
+    def __init__(self, engine: RolloutEngine, *, owns_engine: bool = True, colocate: bool = False,
+                 sleep_level: int = 1):
+        if sleep_level not in (1, 2):
+            raise ValueError(f"sleep_level must be 1 or 2, got {sleep_level!r}")
         self.engine, self.owns_engine = engine, owns_engine
+        self.colocate, self.sleep_level = colocate, sleep_level
+        self.asleep = False
+        self.last_sync: dict[str, Any] = {}
+        self._sleep_info: dict[str, Any] = {}
+
+    def before_update(self) -> None:
+        if not self.colocate or self.asleep:
+            return
+        before = device_memory()
+        started = time.perf_counter()
+        if _accepts(self.engine.sleep, "level"):
+            released = self.engine.sleep(level=self.sleep_level)
+        else:
+            released = self.engine.sleep()
+        self.asleep = True
+        self._sleep_info = {"sleep_s": round(time.perf_counter() - started, 3), "released": bool(released),
+                            **{f"{k}_awake": v for k, v in before.items()},
+                            **{f"{k}_asleep": v for k, v in device_memory().items()}}
 
     def push(self, state_dict: dict[str, Any], version: int) -> None:
+        if not self.asleep:
+            started = time.perf_counter()
+            self.engine.update_weights(state_dict, version=version)
+            self.last_sync = {"version": version, "update_s": round(time.perf_counter() - started, 3)}
+            return
+        info = dict(self._sleep_info)
+        started = time.perf_counter()
+        release_cached_memory()  # before the engine takes its memory back
+        info.update({f"{k}_actor_released": v for k, v in device_memory().items()})
+        tagged = self.sleep_level == 2 and _accepts(self.engine.wake_up, "tags")
+        woke = time.perf_counter()
+        # Level 2 dropped the weights: wake them alone, fill them, then the KV cache; the KV
+        # cache is allocated only once the new weights are in.
+        if tagged:
+            self.engine.wake_up(tags=["weights"])
+        else:
+            self.engine.wake_up()
+        wake_s = time.perf_counter() - woke
+        loaded = time.perf_counter()
         self.engine.update_weights(state_dict, version=version)
+        update_s = time.perf_counter() - loaded
+        if tagged:
+            woke = time.perf_counter()
+            self.engine.wake_up(tags=["kv_cache"])
+            wake_s += time.perf_counter() - woke
+        self.asleep = False
+        info.update({"version": version, "wake_s": round(wake_s, 3), "update_s": round(update_s, 3),
+                     "sync_s": round(time.perf_counter() - started, 3), "sleep_level": self.sleep_level,
+                     **{f"{k}_awake_again": v for k, v in device_memory().items()}})
+        self.last_sync = info
+        event(log, "colocated_policy_sync", **info)
 
     def close(self) -> None:
         if self.owns_engine:

@@ -3,7 +3,8 @@
 Same requests, results, prompt builder and weight payloads as :class:`VLLMEngine`, with
 async methods: ``generate_stream`` yields each request's result as soon as it finishes,
 so I/O, prefill and decode of different requests overlap. ``AsyncLLM`` always runs its
-engine core in a child process (spawned: the calling script needs a
+engine core in a child process (spawned on CPU, and on a GPU when other threads run, see
+``vllm_common.worker_start_method``: the calling script needs a
 ``if __name__ == "__main__":`` guard). With ``n > 1`` requests use
 ``RequestOutputKind.FINAL_ONLY``; otherwise only one of the n completions comes back.
 """
@@ -29,6 +30,7 @@ from easyvideor1.rollout.base import (
     vision_token_ids,
 )
 from easyvideor1.rollout.vllm_common import (
+    WeightTransfer,
     engine_args,
     request_seed,
     result_of,
@@ -36,7 +38,7 @@ from easyvideor1.rollout.vllm_common import (
     sleep_supported,
     vllm_prompt,
 )
-from easyvideor1.rollout.weights import load_weights, weights_to_bytes
+from easyvideor1.rollout.weights import tied_head_names, weight_payloads
 
 log = get_logger(__name__)
 
@@ -111,38 +113,45 @@ class AsyncVLLMEngine:
         check_requests(requests, sampling)
         return list(await asyncio.gather(*(self._one(r, sampling, k) for k, r in enumerate(requests))))
 
-    async def update_weights(self, weights: Mapping[str, Any] | str | Path, version: int) -> None:
-        """Pause, reload in place (with the tied-head fix), reset caches, resume."""
+    async def update_weights(self, weights: Mapping[str, Any] | str | Path, version: int, *,
+                             transport: str | None = None) -> None:
+        """Pause, reload in place part by part (with the tied-head fix after the last), reset
+        caches, resume: no request runs on half an update."""
         started = time.perf_counter()
-        payload: bytes | str = (str(weights) if isinstance(weights, str | Path)
-                                else weights_to_bytes(load_weights(weights)))
+        stats = WeightTransfer()
         # In-flight requests finish on the old weights; new ones wait for the new version.
         await self.engine.pause_generation(mode="wait")
         try:
-            replies = await self.engine.collective_rpc("evr1_reload_weights", args=(payload, True))
+            for part in weight_payloads(weights, dtype=self._args["dtype"], transport=transport,
+                                    skip=tied_head_names(self.model_dir)):
+                sent = time.perf_counter()
+                replies = await self.engine.collective_rpc(
+                    "evr1_reload_weights", args=(part.payload, True, part.last, part.count > 1))
+                stats.add(part, replies[0], time.perf_counter() - sent)
             await self.engine.reset_prefix_cache()
             await self.engine.reset_encoder_cache()
             self.policy_version = int(version)
         finally:
             await self.engine.resume_generation()
-        event(log, "async_vllm_weights_updated", version=self.policy_version, tensors=replies[0]["tensors"],
-              seconds=round(time.perf_counter() - started, 3))
+        event(log, "async_vllm_weights_updated", version=self.policy_version,
+              **stats.summary(time.perf_counter() - started))
 
-    async def sleep(self) -> bool:
+    async def sleep(self, level: int = 1) -> bool:
         """See :meth:`VLLMEngine.sleep`: memory is released on CUDA only."""
         released = False
         if sleep_supported() and self._args.get("enable_sleep_mode"):
-            await self.engine.sleep(level=1)
+            await self.engine.sleep(level=level)
             released = True
         else:
             await self.engine.reset_prefix_cache()
         self._asleep = True
         return released
 
-    async def wake_up(self) -> None:
+    async def wake_up(self, tags: Sequence[str] | None = None) -> None:
         if self._asleep and sleep_supported() and self._args.get("enable_sleep_mode"):
-            await self.engine.wake_up()
-        self._asleep = False
+            await self.engine.wake_up(tags=list(tags) if tags is not None else None)
+        if tags is None or "kv_cache" in tags:
+            self._asleep = False
 
     def close(self) -> None:
         engine = getattr(self, "engine", None)

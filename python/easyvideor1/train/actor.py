@@ -23,7 +23,7 @@ from easyvideor1.algos.policy_loss import policy_loss_per_token
 from easyvideor1.cache.refs import MediaRef
 from easyvideor1.config.schema import ActorConfig, AlgorithmConfig, RunConfig
 from easyvideor1.errors import ConfigError
-from easyvideor1.models.checkpointing import keep_activations
+from easyvideor1.models.checkpointing import keep_activations, make_keep_policy
 from easyvideor1.models.forward import ForwardBatch, collate_forward_batch, compute_log_probs
 from easyvideor1.models.inputs import PromptInputs
 from easyvideor1.models.packing import PackedBatch, pack_forward_batch, packed_log_probs
@@ -129,6 +129,8 @@ class Actor(ActorGroup):
         self.sharded = should_shard(actor_cfg.fsdp, world)
         if self.sharded:
             wrap_fsdp(self.model, actor_cfg.fsdp, world)
+        # Per micro-batch kept layers from the free memory (None: the fixed keep_activations_* shares).
+        self.keep_policy = make_keep_policy(self.model, actor_cfg, world.device)
         # Without FSDP nothing synchronises gradients: every rank then trains on the whole batch.
         rank, size = (world.rank, world.world_size) if self.sharded else (0, 1)
         self.dp = DataParallel(rank, size, world.device)
@@ -285,6 +287,9 @@ class Actor(ActorGroup):
                 sums[key] = sums.get(key, 0.0) + float(value)
                 counts[key] = counts.get(key, 0) + 1
         self.scheduler.step()
+        # Gradients are not needed until the next update: free them now (a colocated engine
+        # wakes up into this memory).
+        self.optimizer.zero_grad(set_to_none=True)
         metrics = {k: v if k.startswith("dp/") else v / counts[k] for k, v in sums.items()}
         metrics["actor/lr"] = self.scheduler.get_last_lr()[0]
         metrics["actor/skipped_updates"] = float(skipped)
@@ -342,6 +347,8 @@ class Actor(ActorGroup):
         old = _padded([m.old_log_probs for m in members], length, device)
         adv = _padded([m.advantages for m in members], length, device)
         use_full_kl = algo.kl.enable and algo.kl.use_as == "loss" and algo.kl.kind == "full"
+        if self.keep_policy is not None:
+            self.keep_policy.before(batch)
         with self._forward_context(self.model, batch) as balance:
             if use_full_kl:
                 logits = response_logits(self.model, batch)
@@ -373,6 +380,8 @@ class Actor(ActorGroup):
         for term in balance:
             loss = loss + term
         (loss if weight == 1.0 else loss * weight).backward()
+        if self.keep_policy is not None:
+            self.keep_policy.after()
         tokens = float(mask.sum()) * weight
         out["_tokens"] = tokens
         out["actor/pg_loss"] = float(pg_loss.detach()) / dp * weight if weight else 0.0

@@ -83,7 +83,10 @@ def _embedded(cfg: RunConfig, engine: RolloutEngine | None, owned: list[Any]):
     from easyvideor1.rollout.policy_sync import EnginePolicySync
     from easyvideor1.rollout.stage import EngineRolloutStage
 
-    sync = EnginePolicySync(engine or make_engine(cfg), owns_engine=engine is None)
+    rollout = cfg.worker.rollout
+    # Colocated: the engine sleeps while the actor computes log-probs and updates (one GPU for both).
+    sync = EnginePolicySync(engine or make_engine(cfg), owns_engine=engine is None, colocate=rollout.colocate,
+                            sleep_level=rollout.sleep_level)
     owned.append(sync)
     rewards = open_reward_client(cfg.worker.reward.url, cfg.worker.reward)
     owned.append(rewards)

@@ -172,6 +172,9 @@ class RLTrainer:
         if not groups:
             raise RuntimeError("every sample of the batch was filtered (see the sample_filtered log lines)")
         items, mask, scores = self._train_items(groups)
+        # Every rollout of the step happens before the actor's work (a colocated engine sleeps now).
+        baselines = self._greedy_baselines(groups) if algo.adv_estimator == "remax" else None
+        self.policy_sync.before_update()
         lengths = mask.sum(-1)
         if algo.overlong_penalty.enable:
             scores = scores + overlong_penalty(lengths.long(), max_length=cfg.data.max_response_length,
@@ -214,8 +217,8 @@ class RLTrainer:
             extra["components"] = {k: torch.tensor([getattr(rew, k) for g in groups for rew in g.rewards])
                                    for k in algo.gdpo_weights}
             extra["component_weights"] = dict(algo.gdpo_weights)
-        if algo.adv_estimator == "remax":
-            extra["reward_baselines"] = self._greedy_baselines(groups)
+        if baselines is not None:
+            extra["reward_baselines"] = baselines
         advantages, _ = compute_advantage(algo.adv_estimator, token_rewards, mask, uids, eps=algo.norm_eps,
                                           gamma=algo.gamma, **extra)
         for i, it in enumerate(items):

@@ -1,0 +1,186 @@
+"""Shared by the gpu_* benchmarks: synthetic video tasks whose frames are already in a frame cache,
+the embedded trainer's run config, and small device helpers.
+
+The media files are a few random bytes each: the cache key is a hash of a file's bytes plus the
+frame parameters, so the trainer's loader finds the blobs written here and never decodes (a
+machine without FFmpeg runs the whole RL path). Frames are random noise with a coloured square,
+sized on the family's factor grid, with the metadata a 2 fps sampling would give.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# vLLM 0.26 on CUDA imports flashinfer for its sampler unless told not to (not always installed).
+os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
+
+COLOURS = {"red": (220, 30, 30), "green": (30, 200, 30), "blue": (30, 30, 220), "yellow": (230, 220, 30)}
+
+
+def on_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def gpu_gib() -> dict[str, float]:
+    """Device-wide GiB in use (every process: the engine core too) and this process's peak."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return {}
+    free, total = torch.cuda.mem_get_info()
+    return {"gpu_used_gib": round((total - free) / 2**30, 2),
+            "peak_here_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2)}
+
+
+def actor_peak_gib(trainer: Any) -> float | None:
+    """This process's allocation peak since the step began (the keep policy resets the device's
+    counter per micro-batch and keeps the running maximum)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    keep = getattr(trainer.actor, "keep_policy", None)
+    peak = max(torch.cuda.max_memory_allocated(), keep.peak_bytes if keep is not None else 0)
+    return round(peak / 2**30, 2)
+
+
+def synthetic_video_tasks(root: Path, *, count: int, seed: int = 0) -> Path:
+    """``root/train.jsonl``: yes/no and multiple-choice questions about a square's colour, one
+    (placeholder) video each under ``root/media``."""
+    rng = np.random.default_rng(seed)
+    (root / "media").mkdir(parents=True, exist_ok=True)
+    names = list(COLOURS)
+    rows = []
+    for k in range(count):
+        colour = names[k % len(names)]
+        media = root / "media" / f"clip{k:04d}.mp4"
+        media.write_bytes(rng.bytes(1024))  # identity only: never decoded
+        row = {"problem_id": f"gpu-{k:04d}", "data_type": "video", "videos": [f"media/{media.name}"],
+               "synth": {"colour": colour}}
+        if k % 2:
+            options = [f"{chr(65 + i)}. {c}" for i, c in enumerate(names)]
+            row.update(problem="<video>\nWhat colour is the square?", problem_type="multiple choice",
+                       options=options, answer=chr(65 + names.index(colour)))
+        else:
+            row.update(problem="<video>\nIs the square red? Answer yes or no.", problem_type="boolean",
+                       answer="yes" if colour == "red" else "no")
+        rows.append(row)
+    path = root / "train.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def run_config(*, model: str | Path, data: Path, out_dir: Path, frames: int, height: int, width: int,
+               questions: int, n: int, max_response: int, steps: int, overrides: list[str] = ()) -> Any:
+    """The embedded trainer's config for these tasks: frames from the cache at ``data/cache``."""
+    from easyvideor1.config import load_config
+    from easyvideor1.models.families import detect_family
+
+    family = detect_family(model)
+    visual = -(-frames // family.temporal_patch_size) * (height // family.factor) * (width // family.factor)
+    return load_config(None, [
+        f"data.train_files={data / 'train.jsonl'}", f"data.media_root={data}",
+        f"data.max_prompt_length={visual + 512}", f"data.max_response_length={max_response}",
+        f"data.rollout_batch_size={questions}", "data.video_fps=2", f"data.video_max_frames={frames}",
+        "data.video_min_frames=2", f"data.video_min_pixels={height * width}",
+        f"data.video_max_pixels={height * width}", f"data.frame_cache.store={data / 'cache'}",
+        f"worker.actor.model_path={model}", f"worker.actor.mini_batch_size={questions}",
+        f"worker.rollout.n={n}", "algorithm.mix_policy.enable=false", "algorithm.kl.enable=false",
+        f"trainer.output_dir={out_dir}", "trainer.loggers=[jsonl]", "trainer.val_every=0",
+        "trainer.val_before_train=false", f"trainer.total_steps={steps}", "trainer.save_every=0",
+        *overrides])
+
+
+def fill_frame_cache(cfg: Any, *, frames: int, height: int, width: int, seed: int = 0) -> dict[str, Any]:
+    """Write the blob of every training video under the key the trainer's loader will look up."""
+    from easyvideor1.cache import FrameLoader, open_store
+    from easyvideor1.cache.blob import encode_blob
+    from easyvideor1.data import load_samples
+    from easyvideor1.models.families import detect_family
+    from easyvideor1.train.media import frame_params
+    from easyvideor1.video.decode import DECODER_NAME
+    from easyvideor1.video.metadata import VideoMetadata
+
+    started = time.perf_counter()
+    family = detect_family(cfg.worker.actor.model_path)
+    store = open_store(cfg.data.frame_cache.store)
+    loader = FrameLoader(store, *frame_params(cfg, family))  # the trainer's keys, without its build pass
+    rng = np.random.default_rng(seed)
+    written = 0
+    for sample in load_samples(cfg.data.train_files, media_root=cfg.data.media_root):
+        colour = COLOURS[(sample.extra.get("synth") or {}).get("colour", "red")]
+        for path in sample.videos:
+            key = loader.key_for(path, loader.clip_params(None))
+            if store.exists(key.key):
+                continue
+            video = rng.integers(0, 60, size=(frames, height, width, 3), dtype=np.uint8)
+            top, left = height // 4, width // 4
+            video[:, top:top + height // 2, left:left + width // 2] = colour
+            meta = VideoMetadata(source_fps=2.0, total_frames=frames, duration=frames / 2.0,
+                                 frame_indices=tuple(range(frames)), timestamps=tuple(i / 2.0 for i in range(frames)),
+                                 height=height, width=width, source_height=height, source_width=width,
+                                 factor=family.factor, decoder=DECODER_NAME)
+            store.put(key.key, encode_blob(video, meta, key))
+            written += 1
+    return {"blobs_written": written, "seconds": round(time.perf_counter() - started, 1)}
+
+
+class LogProbProbe:
+    """Engine log-probs vs the trainer's, per step: wraps the stage (to keep the engine's
+    log-probs of the step's responses) and the actor (to compare its old log-probs, computed on
+    the same weights right after the sync, with them)."""
+
+    def __init__(self, trainer: Any):
+        self.trainer = trainer
+        self.engine_logprobs: list[list[float] | None] = []
+        self.items: list[Any] = []
+        self.old: list[Any] = []
+        run, compute = trainer.stage.run, trainer.actor.compute_log_probs
+
+        def run_and_keep(*args: Any, **kwargs: Any) -> Any:
+            result = run(*args, **kwargs)
+            self.engine_logprobs = [lp for g in result.groups for lp in (g.logprobs or [None] * len(g.responses))]
+            return result
+
+        def compute_and_keep(items: Any, *, reference: bool = False) -> Any:
+            out = compute(items, reference=reference)
+            if not reference:
+                self.items, self.old = list(items), out
+            return out
+
+        trainer.stage.run = run_and_keep
+        trainer.actor.compute_log_probs = compute_and_keep
+        self._compute = compute
+
+    def step_report(self) -> dict[str, float]:
+        """|engine - trainer| over the step's sampled tokens, and how far the update then moved the
+        policy on the same tokens (the trainer's log-probs after the update minus before)."""
+        gaps = [np.abs(np.asarray(e, dtype=np.float64) - o.numpy()) for e, o in zip(self.engine_logprobs, self.old)
+                if e is not None and len(e)]
+        new = self._compute(self.items)
+        moved = [np.abs(n.numpy() - o.numpy()) for n, o in zip(new, self.old) if len(o)]
+        flat, flat_moved = np.concatenate(gaps), np.concatenate(moved)
+        return {"lp_gap_mean": float(flat.mean()), "lp_gap_p99": float(np.quantile(flat, 0.99)),
+                "lp_gap_max": float(flat.max()), "lp_moved_mean": float(flat_moved.mean()), "tokens": int(flat.size)}
+
+
+def markdown_table(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    def fmt(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:.3g}" if abs(v) < 1e3 else f"{v:,.0f}"
+        return str(v)
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(fmt(r.get(c, "")) for c in columns) + " |" for r in rows]
+    return "\n".join(lines)
