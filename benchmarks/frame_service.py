@@ -78,7 +78,8 @@ def main() -> int:
     scratch = Path(tempfile.mkdtemp(prefix="run-", dir=workdir))
     env = {**os.environ, "EVR1_HASH_INDEX_DIR": str(scratch / "server-index")}
     os.environ["EVR1_HASH_INDEX_DIR"] = str(scratch / "client-index")
-    server = FrameCacheServer(str(scratch / "store"), ["--build-workers", "1", "--build-processes", "2"], env=env)
+    server = FrameCacheServer(str(scratch / "store"), ["--build-workers", "1", "--build-processes", "2",
+                                                            "--data-roots", str(workdir)], env=env)
     try:
         server.start()
         started = time.perf_counter()

@@ -21,3 +21,16 @@ def resolve_token(token_env: str | None, default_env: str) -> str | None:
             raise ConfigError(f"token_env {token_env}: that environment variable is unset or empty")
         return token
     return os.environ.get(default_env) or None
+
+
+def check_distinct(tokens: dict[str, str | None]) -> None:
+    """ConfigError when two roles (read, write, admin) were given one token: a role's
+    credential must never also be another's, or a reader could write."""
+    seen: dict[str, str] = {}
+    for role, token in tokens.items():
+        if token is None:
+            continue
+        if token in seen:
+            raise ConfigError(f"the {seen[token]} and {role} credentials are the same token; each role needs "
+                              "its own")
+        seen[token] = role

@@ -14,6 +14,7 @@ from easyvideor1.errors import ConfigError
 from easyvideor1.logging import event, get_logger
 from easyvideor1.queue.base import split_url
 from services.auth import resolve_token
+from services.http_limits import uvicorn_http_options
 
 TOKEN_ENV = "EVR1_FRAME_CACHE_TOKEN"
 _log = get_logger("services.frame_cache")
@@ -23,6 +24,7 @@ FLAGS = ("data.frame_cache.store", "serve.frame_cache.host", "serve.frame_cache.
          "serve.frame_cache.namespace", "serve.frame_cache.build_workers", "serve.frame_cache.build_processes",
          "serve.frame_cache.file_timeout_s", "serve.frame_cache.build_lease_s", "serve.frame_cache.build_attempts",
          "serve.frame_cache.worker_only", "serve.frame_cache.read_only", "serve.frame_cache.max_blob_bytes",
+         "serve.frame_cache.max_header_bytes", "serve.frame_cache.data_roots",
          "serve.frame_cache.token_env", "serve.frame_cache.shutdown_grace_s", "serve.frame_cache.log_level")
 
 
@@ -51,14 +53,19 @@ def serve(args: argparse.Namespace) -> int:
         return _worker_only(fc, store, queue)
     import uvicorn
 
+    from services.frame_cache import builds
     from services.frame_cache.app import create_app
 
+    builds.configure_roots(fc.data_roots)  # POST /v1/builds reads media under these folders only
     app = create_app(cfg, token=resolve_token(fc.token_env, TOKEN_ENV))
     event(_log, "frame_cache_service_starting", host=fc.host, port=fc.port, store=store,
-          queue=fc.queue_url, build_workers=fc.build_workers)
+          queue=fc.queue_url, build_workers=fc.build_workers,
+          data_roots=fc.data_roots, max_header_bytes=fc.max_header_bytes)
     server = uvicorn.Server(uvicorn.Config(app, host=fc.host, port=fc.port,
                                            log_level=fc.log_level, access_log=False,
-                                           timeout_graceful_shutdown=int(fc.shutdown_grace_s) + 5))
+                                           timeout_graceful_shutdown=int(fc.shutdown_grace_s) + 5,
+                                           **uvicorn_http_options(fc.max_header_bytes,
+                                                                  "serve.frame_cache.max_header_bytes")))
     server.run()
     return 0 if server.started else 1
 

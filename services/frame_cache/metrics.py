@@ -28,7 +28,14 @@ class FrameCacheMetrics:
         self.bytes_served = Counter("evr1_frame_cache_bytes_served", "Blob bytes streamed to clients",
                                     registry=r)
         self.blob_uploads = Counter("evr1_frame_cache_blob_uploads", "Blob uploads (PUT), by outcome "
-                                    "(stored, rejected)", ["outcome"], registry=r)
+                                    "(stored, identical, conflict, rejected, forged, unverifiable, replaced)",
+                                    ["outcome"], registry=r)
+        self.upload_verifications = Counter("evr1_frame_cache_upload_verifications", "Accepted uploads by what "
+                                            "vouched for them (source, credential, open)", ["how"], registry=r)
+        self.admin_operations = Counter("evr1_frame_cache_admin_operations", "Admin operations done (delete, "
+                                        "replace)", ["operation"], registry=r)
+        self.uploads_in_flight = Gauge("evr1_frame_cache_uploads_in_flight", "PUT bodies being received or "
+                                       "checked", registry=r)
         self.bytes_received = Counter("evr1_frame_cache_bytes_received", "Blob bytes accepted by PUT",
                                       registry=r)
         self.store_errors = Counter("evr1_frame_cache_store_errors", "Store operations that failed (503)",

@@ -15,10 +15,13 @@ class ErrorResponse(BaseModel):
     detail: str
 
 
-_ERROR_TEXT = {400: "invalid key, id or request", 401: "missing or invalid bearer token",
-               403: "the service is read-only", 404: "not found", 411: "length required",
-               413: "body too large", 422: "malformed request body",
-               503: "the store or the queue cannot be reached"}
+_ERROR_TEXT = {400: "invalid key, id or request; an upload rejected (with the reason)",
+               401: "missing or invalid bearer token",
+               403: "the service is read-only, or the credential does not allow this (read cannot write; "
+                    "DELETE and replace need the admin credential)",
+               404: "not found", 409: "the key is already stored with other bytes (blobs are immutable)",
+               411: "length required", 413: "body too large", 422: "malformed request body",
+               503: "the store or the queue cannot be reached, or too many uploads at once (Retry-After)"}
 
 
 def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
@@ -34,6 +37,10 @@ class PutResponse(BaseModel):
     key: str
     bytes: int
     stored: bool = Field(..., description="false when the blob was already there (nothing written)")
+    verified: Literal["source", "credential", "open", "identical"] = Field(
+        ..., description="source: frames compared with the decoded source; credential: the source is out of "
+        "reach, accepted from the write/admin credential; open: a service without tokens; identical: the "
+        "stored bytes")
 
 
 class DeleteResponse(BaseModel):

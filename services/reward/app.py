@@ -4,7 +4,9 @@ Routes: ``POST /v1/score``, ``POST /v1/score/{problem_type}``, ``GET /v1/problem
 ``GET /healthz`` (liveness), ``GET /readyz`` (scorers imported and workers up),
 ``GET /metrics`` (Prometheus). The body is read and validated here, item by item, so one
 bad item never costs the batch; only a body that is not a JSON object with an ``items``
-list (or whose ``config`` is refused) answers 422, and size limits answer 413. Scoring is
+list (or whose ``config`` is refused, or that is nested deeper than ``max_json_depth``)
+answers 422, and size limits answer 413 (the request head's limit, 431, is uvicorn's:
+services/http_limits.py). Scoring is
 the library's :class:`~easyvideor1.rewards.pool.RewardPool`, with the request's ``config``
 or else this service's ``worker.reward``.
 """
@@ -46,7 +48,7 @@ from services.reward import schemas
 from services.reward.metrics import RewardMetrics
 
 _log = get_logger("services.reward")
-DRAIN_CAP = 64 << 20  # bytes of an oversized body read and dropped so the client sees the 413
+DRAIN_CAP = 8 << 20  # bytes of an oversized body read (and dropped) after the refusal, so the client sees the 413
 _THREAD_PARSE_BYTES = 1 << 20  # larger bodies are parsed off the event loop
 _THREAD_PREPARE_ITEMS = 512
 _CONFIG_CACHE = 64  # validated request configs kept (a client sends the same one every time)
@@ -163,8 +165,9 @@ def create_app(cfg: RunConfig | None = None, *, token: str | None = None, ready_
                 return JSONResponse({"detail": f"unknown problem_type {raw_type!r}; known: {', '.join(known)}",
                                      "known": known}, status_code=404)
         parsed = _parse_body(await _read_body(request, service.max_body_bytes, request.headers), service)
-        if isinstance(parsed, bytes):  # large body: parse off the loop, then check
-            parsed = _check_body(await asyncio.to_thread(_loads, parsed), service)
+        if isinstance(parsed, bytes):  # large body: parse and check off the loop
+            body = parsed
+            parsed = await asyncio.to_thread(lambda: _check_body(_loads(body, service.max_json_depth), service))
         items, raw_config = parsed
         config = request_config(raw_config)
         metrics.batch_items.observe(len(items))
@@ -284,37 +287,65 @@ async def _read_body(request: Request, limit: int, headers: Any) -> bytes:
     declared = headers.get("content-length")
     over = declared is not None and declared.isdigit() and int(declared) > limit
     chunks: list[bytes] = []
-    size = 0
+    size = dropped = 0
     try:
         async for chunk in request.stream():
             size += len(chunk)
             over = over or size > limit
-            if over:
-                if size > limit + DRAIN_CAP:
+            if over:  # refused: nothing more is kept, and at most DRAIN_CAP more is read
+                chunks.clear()
+                dropped += len(chunk)
+                if dropped > DRAIN_CAP:
                     break
                 continue
             chunks.append(chunk)
     except ClientDisconnect:
         raise HTTPException(400, "client disconnected while sending the body") from None
     if over:
+        # Connection: close, or the server would read (and drop) the rest of the body to reuse the connection.
         raise HTTPException(413, f"request body of {declared or f'more than {limit}'} bytes exceeds the "
-                                 f"limit of {limit} bytes (--max-body-bytes); send fewer items per request")
+                                 f"limit of {limit} bytes (--max-body-bytes); send fewer items per request",
+                            headers={"Connection": "close"})
     return b"".join(chunks)
 
 
-def _loads(body: bytes) -> Any:
+def _too_deep(limit: int) -> HTTPException:
+    return HTTPException(422, f"request body is nested too deeply: more than {limit} levels "
+                              "(serve.reward.max_json_depth)")
+
+
+def _loads(body: bytes, max_depth: int) -> Any:
     try:
-        return json.loads(body)
+        payload = json.loads(body)
     except ValueError as exc:  # includes UnicodeDecodeError
         raise HTTPException(422, f"request body is not valid JSON: {exc}") from None
-    except RecursionError:
-        raise HTTPException(422, "request body is nested too deeply") from None
+    except RecursionError:  # deeper than the interpreter's recursion limit (~1000)
+        raise _too_deep(max_depth) from None
+    if json_depth(payload, max_depth) > max_depth:
+        raise _too_deep(max_depth)
+    return payload
+
+
+def json_depth(value: Any, limit: int) -> int:
+    """Nesting depth of a parsed JSON value (a scalar is 0, ``[]`` is 1), counted without
+    recursion and only up to ``limit + 1``."""
+    deepest = 0
+    stack = [(value, 1)] if isinstance(value, dict | list) else []
+    while stack:
+        node, depth = stack.pop()
+        if depth > deepest:
+            deepest = depth
+            if deepest > limit:
+                break
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return deepest
 
 
 def _parse_body(body: bytes, service: RewardServiceConfig) -> tuple[list, Any] | bytes:
     if len(body) > _THREAD_PARSE_BYTES:
         return body
-    return _check_body(_loads(body), service)
+    return _check_body(_loads(body, service.max_json_depth), service)
 
 
 def _check_body(payload: Any, service: RewardServiceConfig) -> tuple[list, Any]:

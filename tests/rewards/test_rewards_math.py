@@ -1,4 +1,5 @@
-"""Math scorer: math_verify equivalence, thread safety and the self-enforced timeout."""
+"""Math scorer: math_verify equivalence, thread safety and the size pre-checks (the time limit
+is the scoring pool's: tests/security/test_scoring_starvation.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ import time
 
 import pytest
 
-from easyvideor1.rewards import math_answer
 from easyvideor1.rewards.extract import GroundTruthError
-from easyvideor1.rewards.math_answer import MathTimeout, call_with_timeout, score_math
+from easyvideor1.rewards.math_answer import score_math
+from easyvideor1.rewards.math_guard import ExpressionTooLarge, check_expression
 from easyvideor1.rewards.types import ScoreRequest
 
 OPTS = {"answer_tag_policy": "last", "timeout_s": 20.0}
@@ -56,35 +57,48 @@ def test_works_from_a_worker_thread():
     assert len(results) == 1 and results[0].accuracy == 1.0
 
 
-def test_call_with_timeout():
-    assert call_with_timeout(lambda: 3, 5) == 3
-    with pytest.raises(ZeroDivisionError):
-        call_with_timeout(lambda: 1 / 0, 5)
+HOSTILE = ["$10^{10^{8}}$", "$(1+x)^{20000}$", "$((10!)!)!$", "$10!!$", "$9^{9^{9}}$", "10**10**8", "10^(10^8)",
+           "$(a+b+c+d)^{60}$", "$(2x)^{10^{8}}$", "$\\binom{10^{8}}{5\\cdot 10^{7}}$", "$2^{2^{2^{2^{2}}}}$",
+           "$\\sqrt{10^{10^{9}}}$", "\\left(1+x\\right)^{20000}"]
+
+
+@pytest.mark.parametrize("answer", HOSTILE)
+def test_explosive_answers_score_zero_at_once(answer):
     started = time.perf_counter()
-    with pytest.raises(MathTimeout, match="timeout"):
-        call_with_timeout(lambda: time.sleep(5.0), 0.05)
-    # The call returns at its timeout, not when the work ends (a wide margin for loaded machines).
-    assert time.perf_counter() - started < 4.0
+    got = mth(f"<answer>{answer}</answer>", "7")
+    assert time.perf_counter() - started < 5.0  # refused before the CAS: no evaluation at all
+    assert (got.accuracy, got.format) == (0.0, 0.5)
+    assert got.details["reason"].startswith("expression too large to evaluate: "), got.details
 
 
-def test_slow_verification_scores_zero_with_timeout(monkeypatch):
-    mth("<answer>1</answer>", "1")  # warm the ground-truth cache and the import
-    monkeypatch.setattr(math_answer, "_verify", lambda gold, text: time.sleep(0.5))
-    got = mth("<answer>1</answer>", "1", timeout_s=0.05)
-    assert (got.accuracy, got.details["reason"]) == (0.0, "timeout")
+@pytest.mark.parametrize(
+    ("answer", "truth"),
+    [("$2^{2024}-1$", "$2^{2024}-1$"), ("$(x+1)^{20}$", "$(1+x)^{20}$"), ("$\\binom{100}{50}$", "$\\binom{100}{50}$"),
+     ("$20!$", "$20!$"), ("$e^{x^2}$", "$e^{x^2}$"), ("$10^{-30}$", "$10^{-30}$"), ("$x^{20000}$", "$x^{20000}$")],
+)
+def test_large_but_legitimate_answers_still_score(answer, truth):
+    check_expression(answer)
+    assert mth(f"<answer>{answer}</answer>", truth).accuracy == 1.0
 
 
-def test_saturated_workers_fail_fast(monkeypatch):
-    blocker = threading.Event()
-    stuck = [threading.Thread(target=blocker.wait, daemon=True) for _ in range(math_answer.MAX_STUCK_WORKERS)]
-    for thread in stuck:
-        thread.start()
-    monkeypatch.setattr(math_answer, "_stuck", stuck)
-    try:
-        with pytest.raises(MathTimeout, match="saturated"):
-            call_with_timeout(lambda: 1, 5)
-    finally:
-        blocker.set()
-    for thread in stuck:
-        thread.join(5)
-    assert call_with_timeout(lambda: 1, 5) == 1
+def test_guard_limits_are_options():
+    got = mth("<answer>$2^{2024}$</answer>", "7", max_digits=100)
+    assert got.accuracy == 0.0 and "limit 100" in got.details["reason"]
+    with pytest.raises(ExpressionTooLarge, match="expands to about"):
+        check_expression("(1+x)^{50}", max_terms=20)
+    with pytest.raises(ExpressionTooLarge, match="a number with 101 digits"):
+        check_expression("1" * 101, max_digits=100)
+
+
+def test_explosive_ground_truth_is_a_ground_truth_error():
+    with pytest.raises(GroundTruthError, match="expression too large to evaluate"):
+        mth("<answer>1</answer>", "10^{10^{8}}")
+
+
+def test_scoring_starts_no_thread():
+    # A thread cannot be killed: the scorer runs on its caller's thread, the pool bounds its time.
+    mth("<answer>1</answer>", "1")
+    before = threading.active_count()
+    for _ in range(3):
+        mth("<answer>\\frac{3}{6}</answer>", "0.5")
+    assert threading.active_count() == before

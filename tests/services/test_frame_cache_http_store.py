@@ -25,6 +25,7 @@ from services.frame_cache.launch import FrameCacheServer, free_port
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "video"))
 from video_samples import make_video  # noqa: E402
 
+WRITE, ADMIN = "builder-secret", "admin-secret"  # reads stay open; writes and deletes need these
 PARAMS = VideoParams(fps=2, max_frames=6, min_frames=2, min_pixels=3136, max_pixels=12544)
 OTHER = VideoParams(fps=3, max_frames=5, min_frames=2, min_pixels=3136, max_pixels=12544)
 
@@ -40,7 +41,9 @@ def setup(tmp_path_factory):
     store_dir = root / "store"
     summary = build_cache(data, str(store_dir), video_params=PARAMS, workers=1, progress=False)
     assert summary.built == 2 and summary.ok
-    env = {**os.environ, "EVR1_HASH_INDEX_DIR": str(root / "server-index")}
+    env = {**os.environ, "EVR1_HASH_INDEX_DIR": str(root / "server-index"),
+           "EVR1_FRAME_CACHE_WRITE_TOKEN": WRITE, "EVR1_FRAME_CACHE_ADMIN_TOKEN": ADMIN}
+    env.pop("EVR1_FRAME_CACHE_TOKEN", None)
     server = FrameCacheServer(str(store_dir), ["--build-workers", "0"], env=env).start()
     try:
         yield {"videos": videos, "store_dir": store_dir, "server": server,
@@ -63,7 +66,7 @@ def test_loader_hits_equal_on_the_fly_decoding(setup):
 
 def test_store_operations_match_the_backing_store(setup):
     local = open_store(str(setup["store_dir"]))
-    with open_store(setup["server"].url + "/") as store:
+    with open_store(setup["server"].url + "/", admin_token=ADMIN) as store:
         assert sorted(store.keys()) == sorted(local.keys())
         stats = store.stats()
         assert (stats.count, stats.bytes) == (local.stats().count, local.stats().bytes)
@@ -81,11 +84,16 @@ def test_put_is_verified_against_the_key(setup):
     key_a = cache_key(setup["videos"][0], PARAMS, index=setup["index"]).key
     key_b = cache_key(setup["videos"][1], PARAMS, index=setup["index"]).key
     blob = local.get(key_a)
-    with open_store(setup["server"].url) as store:
-        assert store.delete(key_a) and not store.exists(key_a)
+    with open_store(setup["server"].url, write_token=WRITE) as store, \
+            open_store(setup["server"].url, admin_token=ADMIN) as admin:
+        with pytest.raises(StoreError, match="answered 403: stored blobs are immutable: DELETE needs the admin"):
+            store.delete(key_a)  # the write credential cannot delete
+        assert admin.delete(key_a) and not store.exists(key_a)
         store.put(key_a, blob)
         assert local.get(key_a) == blob
-        store.put(key_a, blob)  # already there: accepted, nothing rewritten
+        store.put(key_a, blob)  # already there, byte-identical: accepted, nothing rewritten
+        with pytest.raises(StoreError, match=f"PUT /v1/blobs/{key_a} answered 409: .*already stored"):
+            store.put(key_a, _white_frames(blob, key_a, setup))  # other (well-formed) bytes: first write won
         with pytest.raises(StoreError, match=f"PUT /v1/blobs/{key_b} answered 400: rejected: .*says it is key"):
             store.put(key_b, blob)
         flipped = bytearray(blob)
@@ -98,6 +106,16 @@ def test_put_is_verified_against_the_key(setup):
             with pytest.raises(StoreError, match="answered 400: rejected: "):
                 store.put(key_a, hostile)
         assert local.get(key_a) == blob  # nothing rejected ever replaced the good blob
+
+
+def _white_frames(blob: bytes, key: str, setup) -> bytes:
+    """The genuine blob's identity and metadata over all-white frames, checksum recomputed."""
+    from easyvideor1.cache.blob import decode_blob, encode_blob
+
+    identity = cache_key(setup["videos"][0], PARAMS, index=setup["index"])
+    assert identity.key == key
+    frames, meta = decode_blob(blob, identity)
+    return encode_blob(np.full_like(frames, 255), meta, identity)
 
 
 def _hostile_blobs(blob: bytes) -> list[bytes]:
@@ -120,7 +138,7 @@ def _hostile_blobs(blob: bytes) -> list[bytes]:
 def test_write_back_through_the_service(setup):
     """A miss is decoded and PUT to the service; the next load is a hit with the same frames."""
     video = setup["videos"][1]
-    with open_store(setup["server"].url) as store:
+    with open_store(setup["server"].url, write_token=WRITE) as store:
         writer = FrameLoader(store, OTHER, write_back=True, index=setup["index"])
         frames, meta = writer.load_video(video)
         assert writer.stats()["misses"] == 1 and writer.stats()["write_backs"] == 1
@@ -173,7 +191,8 @@ def test_unreachable_url_fails_fast_with_the_url():
 
 def test_token_and_read_only(tmp_path, setup):
     env = {**os.environ, "EVR1_HASH_INDEX_DIR": str(tmp_path / "index"), "FC_TOKEN": "s3cret"}
-    env.pop("EVR1_FRAME_CACHE_TOKEN", None)
+    for name in ("EVR1_FRAME_CACHE_TOKEN", "EVR1_FRAME_CACHE_WRITE_TOKEN", "EVR1_FRAME_CACHE_ADMIN_TOKEN"):
+        env.pop(name, None)
     server = FrameCacheServer(str(setup["store_dir"]), ["--build-workers", "0", "--token-env", "FC_TOKEN",
                                                         "--read-only"], env=env)
     try:

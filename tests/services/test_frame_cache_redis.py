@@ -49,7 +49,7 @@ def test_builds_on_redis_with_a_separate_worker(tmp_path, redis_instance):
     namespace = f"fc-{uuid.uuid4().hex[:8]}"
     store = str(tmp_path / "store")
     env = {**os.environ, "EVR1_HASH_INDEX_DIR": str(tmp_path / "index")}
-    common = ["--queue-url", redis_instance.url, "--namespace", namespace]
+    common = ["--queue-url", redis_instance.url, "--namespace", namespace, "--data-roots", str(tmp_path)]
     videos = [str(make_video(tmp_path / f"r{i}.mp4", count=16, seed=20 + i)) for i in range(2)]
     log = open(tmp_path / "worker.log", "wb")
     worker = subprocess.Popen(
@@ -145,7 +145,8 @@ def test_a_build_outlives_its_worker(tmp_path, redis_instance):
     store = str(tmp_path / "store")
     env = {**os.environ, "EVR1_HASH_INDEX_DIR": str(tmp_path / "index")}
     hang_env = {**env, "EVR1_TEST_HANG_DECODE": "stuck"}  # the cache worker's test hook: decode hangs
-    common = ["--queue-url", redis_instance.url, "--namespace", namespace, "--build-lease-s", "2"]
+    common = ["--queue-url", redis_instance.url, "--namespace", namespace, "--build-lease-s", "2",
+              "--data-roots", str(tmp_path)]
     videos = [str(make_video(tmp_path / f"stuck{i}.mp4", count=16, seed=30 + i)) for i in range(2)]
     server = FrameCacheServer(store, ["--build-workers", "0", *common], env=env)
     workers: list[subprocess.Popen] = []

@@ -58,7 +58,7 @@ def media(tmp_path_factory):
 
 
 @pytest.fixture(scope="module", params=["local", "s3"])
-def service(request, tmp_path_factory):
+def service(request, tmp_path_factory, media):
     s3_env: dict[str, str] = {}
     if request.param == "local":
         store_url = str(tmp_path_factory.mktemp("fc-store"))
@@ -66,7 +66,8 @@ def service(request, tmp_path_factory):
         s3_env = request.getfixturevalue("s3").url_env
         store_url = f"s3://evr1-frames/svc-{uuid.uuid4().hex[:8]}"
     env = {**os.environ, **s3_env, "EVR1_HASH_INDEX_DIR": str(tmp_path_factory.mktemp("fc-server-index"))}
-    server = FrameCacheServer(store_url, ["--build-workers", "1", "--build-processes", "1"], env=env)
+    server = FrameCacheServer(store_url, ["--build-workers", "1", "--build-processes", "1",
+                                          "--data-roots", str(media["root"])], env=env)
     server.start()
     with pytest.MonkeyPatch.context() as patch:
         for key, value in s3_env.items():  # so open_store(store_url) in the tests reaches the same bucket
@@ -176,7 +177,7 @@ def test_missing_and_malformed_keys(http):
     (b'{"videos": ["clip.mp4"]}', 400, "must be an absolute path"),
     (b'{"videos": ["/a\\u0000b.mp4"]}', 400, "NUL character"),
     (b'{"videos": ["http://example.com/a.mp4"]}', 400, "is a URL"),
-    (b'{"data_path": "/nonexistent/train.jsonl"}', 400, "is not a file visible to the service"),
+    (b'{"data_path": "/nonexistent/train.jsonl"}', 400, "is outside the service's data roots"),
     (b'{"data_path": "/tmp", "videos": ["/a.mp4"]}', 400, "not both"),
     (b'{"videos": ["/a.mp4"], "family": "llama"}', 400, "unknown model family"),
     (b'{"videos": ["/a.mp4"], "family": "qwen3-vl", "factor": 28}', 400, "contradicts family"),

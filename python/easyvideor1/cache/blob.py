@@ -63,13 +63,23 @@ def read_header(data: Any, where: str = "blob") -> tuple[dict[str, Any], int]:
     (length,) = struct.unpack("<Q", view[:8])
     if length > _MAX_HEADER_BYTES or 8 + length > len(view):
         raise CacheError(f"{where}: corrupt header length {length} for a {len(view)}-byte blob")
-    try:
-        header = json.loads(bytes(view[8:8 + length]))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CacheError(f"{where}: corrupt header JSON ({exc})") from None
+    header = load_json(bytes(view[8:8 + length]), where, "header")
     if not isinstance(header, dict) or not isinstance(header.get("__metadata__"), dict):
         raise CacheError(f"{where}: header has no __metadata__; not a frame blob")
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in header["__metadata__"].items()):
+        raise CacheError(f"{where}: header __metadata__ must map strings to strings")
     return header, 8 + length
+
+
+def load_json(text: str | bytes, where: str, what: str) -> Any:
+    """``json.loads`` whose every failure is a CacheError naming ``what``: malformed JSON, bad
+    UTF-8, and nesting too deep for the parser (a RecursionError, which is no ValueError)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise CacheError(f"{where}: {what} JSON is nested too deeply to be a frame blob") from None
+    except (UnicodeDecodeError, ValueError, TypeError) as exc:
+        raise CacheError(f"{where}: corrupt {what} JSON ({exc})") from None
 
 
 def blob_metadata(data: Any, where: str = "blob") -> dict[str, str]:
@@ -112,10 +122,12 @@ def decode_blob(data: Any, expected: CacheKey, *, verify_checksum: bool = True
         if actual != meta.get("evr1.checksum"):
             raise CacheError(f"{where}: checksum mismatch (stored {meta.get('evr1.checksum')}, computed {actual}); "
                              f"the blob is corrupt")
+    if not isinstance(meta.get("evr1.media"), str):
+        raise CacheError(f"{where}: unreadable media metadata (no evr1.media)")
+    media = load_json(meta["evr1.media"], where, "evr1.media")
     try:
-        media = json.loads(meta["evr1.media"])
         metadata = VideoMetadata.from_dict(media) if expected.kind == "video" else ImageMetadata.from_dict(media)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
         raise CacheError(f"{where}: unreadable media metadata ({exc})") from None
     _check_shape(expected.key, frames.shape, metadata)
     return frames, metadata
@@ -123,8 +135,8 @@ def decode_blob(data: Any, expected: CacheKey, *, verify_checksum: bool = True
 
 def _check_identity(where: str, meta: dict[str, str], expected: CacheKey) -> None:
     try:
-        stored_params = json.loads(meta.get("evr1.params", "null"))
-    except json.JSONDecodeError:
+        stored_params = load_json(meta.get("evr1.params", "null"), where, "evr1.params")
+    except CacheError:
         stored_params = None
     stored = {
         "format_version": meta.get("evr1.format_version"),

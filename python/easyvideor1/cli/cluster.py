@@ -358,6 +358,16 @@ def _start(state: dict[str, Any], path: Path, args: Any, binaries: dict[str, str
                     dashboard_url=ray["dashboard"], rollout_url=rollout["url"], run_config=str(run_yaml))
 
 
+def _data_roots(base: RunConfig) -> list[str]:
+    """The folders the cluster's frame-cache service may build from, when ``--config`` names none
+    (``serve.frame_cache.data_roots``): those of the run's local data files and media root."""
+    folders = [base.data.media_root] if base.data.media_root else []
+    for path in (base.data.train_files, base.data.val_files):
+        if path and "://" not in path:
+            folders.append(os.path.dirname(os.path.abspath(path)))
+    return [os.path.abspath(f) for f in dict.fromkeys(folders) if "://" not in f]
+
+
 def _run_config(base: RunConfig, state: dict[str, Any], args: Any, queue_url: str, ray_address: str,
                 urls: dict[str, str], ports: tuple[int, int, int]) -> RunConfig:
     """The cluster's run config (``DIR/run.yaml``): ``--config`` (or the defaults) with the cluster's
@@ -372,6 +382,8 @@ def _run_config(base: RunConfig, state: dict[str, Any], args: Any, queue_url: st
     data["data"]["frame_cache"]["store"] = FRAMES_STORE
     data["serve"]["frame_cache"].update(host="127.0.0.1", port=fc_port, queue_url=queue_url,
                                         namespace=f"{args.namespace}-frame-cache")
+    if not data["serve"]["frame_cache"]["data_roots"]:
+        data["serve"]["frame_cache"]["data_roots"] = _data_roots(base)
     data["serve"]["reward"].update(host="127.0.0.1", port=reward_port)
     data["serve"]["rollout"].update(http_host="127.0.0.1", http_port=serve_port, ready_timeout_s=args.timeout)
     # The flags replace what --config says only when they are given.

@@ -9,11 +9,18 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+def _path_list(value: object) -> object:
+    """A list of paths may be given as one string (a flag): comma-separated."""
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
 
 
 class FrameCacheConfig(Section):
@@ -47,6 +54,15 @@ class DataConfig(Section):
     seed: int = Field(1, description="Seed of the data order.")
     prompt_template_dir: str | None = Field(None, description="Folder of Jinja2 templates overriding the "
                                             "built-in per-problem-type prompts.")
+    media_roots: list[str] = Field(default_factory=list, description="evr1 data prepare: local media are "
+                                   "decoded only when their resolved path (symlinks and '..' followed) is under "
+                                   "one of these folders; a row naming another file is left out and reported "
+                                   "([]: no restriction, the data file on the command line is trusted).")
+    media_buckets: list[str] = Field(default_factory=list, description="evr1 data prepare: s3:// media are "
+                                     "fetched only from these buckets (names, or s3://bucket/prefix); [] with "
+                                     "media_roots set: none; both []: no restriction.")
+
+    _media_lists = field_validator("media_roots", "media_buckets", mode="before")(_path_list)
     frame_cache: FrameCacheConfig = Field(default_factory=FrameCacheConfig)
 
     @model_validator(mode="after")
@@ -155,6 +171,13 @@ class ActorConfig(Section):
                                        "layers whose activations are kept instead (memory for speed).")
     keep_activations_vision: float = Field(0.0, ge=0, le=1, description="With checkpointing: fraction of "
                                            "vision blocks whose activations are kept instead.")
+    keep_policy: Literal["auto", "fixed", "adaptive"] = Field(
+        "auto", description="With checkpointing: fixed uses keep_activations_lm/vision; adaptive chooses per "
+        "micro-batch how many layers keep their activations from the free accelerator memory and the "
+        "micro-batch's tokens and patches (models/checkpointing.py); auto: adaptive on CUDA, fixed elsewhere.")
+    activation_budget_gib: float | None = Field(None, gt=0, description="Adaptive keep policy: GiB a "
+                                                "micro-batch's activations may take (null: the free "
+                                                "accelerator memory at its start, less a 10% margin).")
     attention: Literal["auto", "sdpa", "packed"] = Field("auto", description="packed: all vision windows of a "
                                                          "layer in one kernel (models/attention.py); auto: "
                                                          "packed on CUDA, sdpa on CPU.")
@@ -185,6 +208,15 @@ class RolloutConfig(Section):
                                 "explicitly, never a share of the host's RAM (on GPUs gpu_memory_utilization "
                                 "applies).")
     max_num_seqs: int = Field(64, ge=1, description="Most sequences one vLLM engine runs at once.")
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
+        "auto", description="vLLM's dtype. auto: float32 on CPU (bfloat16 for Qwen3.5), bfloat16 on GPUs (the "
+        "checkpoints' and the GPU actor's compute dtype); weights are cast to it on the way in.")
+    colocate: bool = Field(False, description="Embedded mode, rollout engine and actor on the same GPU: vLLM "
+                           "sleeps (sleep_level) while the actor computes log-probs and updates, and wakes "
+                           "for the weight push; needs vLLM sleep mode (CUDA; a no-op on CPU).")
+    sleep_level: Literal[1, 2] = Field(1, description="With colocate: 1 offloads vLLM's weights to host memory "
+                                       "and drops its KV cache; 2 drops both (the weights are woken first and "
+                                       "reloaded from the actor, then the KV cache).")
 
 
 class RewardConfig(Section):
@@ -310,6 +342,10 @@ class RewardServiceConfig(Section):
     port: int = Field(8000, ge=0, le=65535, description="HTTP port.")
     max_batch: int = Field(4096, ge=1, description="Items per request (more: 413).")
     max_body_bytes: int = Field(32 << 20, ge=1, description="Request body size (more: 413).")
+    max_header_bytes: int = Field(64 << 10, ge=1024, description="Request line plus headers, bytes (more: 431, "
+                                  "refused before the rest is read).")
+    max_json_depth: int = Field(64, ge=8, le=512, description="Nesting depth of the request body's JSON "
+                                "(deeper: 422).")
     max_item_chars: int = Field(262_144, ge=1, description="Longest response/ground_truth/problem per item "
                                 "(more: a per-item error).")
     token_env: str | None = Field(None, description="Require 'Authorization: Bearer $VAR' with this variable "
@@ -337,10 +373,33 @@ class FrameCacheServiceConfig(Section):
     read_only: bool = Field(False, description="Refuse PUT and DELETE of blobs.")
     max_blob_bytes: int = Field(1 << 30, ge=1, description="Largest PUT body.")
     max_request_bytes: int = Field(8 << 20, ge=1, description="Largest POST /v1/builds body.")
+    max_header_bytes: int = Field(64 << 10, ge=1024, description="Request line plus headers, bytes (more: 431, "
+                                  "refused before the rest is read).")
+    data_roots: list[str] = Field(default_factory=list, description="Folders builds may read: a data file, its "
+                                  "media and listed media must resolve (symlinks and '..' followed) under one of "
+                                  "them, else 400 ([]: builds by path are refused).")
+
+    _data_roots = field_validator("data_roots", mode="before")(_path_list)
     max_concurrent_reads: int = Field(16, ge=1, description="Blob reads served at once (a non-local store holds "
                                       "a blob in memory while it is sent).")
     token_env: str | None = Field(None, description="Require 'Authorization: Bearer $VAR' with this variable "
                                   "(null: $EVR1_FRAME_CACHE_TOKEN when it is set, else open).")
+    write_token_env: str | None = Field(None, description="Write (builder) credential: PUT of blobs needs "
+                                        "'Authorization: Bearer $VAR' (null: $EVR1_FRAME_CACHE_WRITE_TOKEN when "
+                                        "set; with a read token but no write token, PUT is refused; with no "
+                                        "token at all, PUT is open). Must differ from the read token.")
+    admin_token_env: str | None = Field(None, description="Admin credential for DELETE and PUT ?replace=true of "
+                                        "a stored blob, each logged (null: $EVR1_FRAME_CACHE_ADMIN_TOKEN when "
+                                        "set, else no admin operations). Must differ from the other tokens.")
+    source_roots: list[str] = Field(default_factory=list, description="Directories (absolute) whose media the "
+                                    "service may decode to verify an uploaded blob against its source "
+                                    "(docs/frame-cache-service.md); empty: those of data_roots (none: no source verification).")
+    verify_frames: int = Field(4, ge=1, description="Frames of a video blob compared pixel-exact with the "
+                               "decoded source (first, last and evenly between).")
+    require_source_verification: bool = Field(False, description="Refuse an upload that cannot be verified "
+                                              "against its source, even from the write credential.")
+    max_concurrent_uploads: int = Field(4, ge=1, description="PUT bodies received at once; more are answered 503 "
+                                        "with Retry-After (memory: at most this many blobs in flight).")
     shutdown_grace_s: float = Field(10.0, gt=0, description="Seconds running builds get after SIGTERM.")
     log_level: LogLevel = Field("info", description="Server log level.")
 

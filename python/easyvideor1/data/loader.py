@@ -4,6 +4,10 @@ The format is detected from the content, not the extension: a file whose first
 non-blank character is ``[`` is a JSON list, anything else is JSONL. Every bad row is
 reported (file, 1-based line, field, what was expected) before anything is raised.
 
+Limits per row: a row longer than ``MAX_ROW_BYTES`` or nested deeper than ``MAX_ROW_DEPTH``
+(objects and lists inside each other, the row itself counting 1) is a bad row naming its
+file:line, never a parser crash; the other rows are read as usual.
+
 A data file may also be an ``s3://bucket/key`` object (data/remote.py): fetched once, its
 relative media resolve against the object's key prefix and become ``s3://`` URLs.
 """
@@ -25,6 +29,23 @@ from easyvideor1.data.schema import Sample, is_url, parse_row
 from easyvideor1.errors import DataError, RowProblem
 
 _PROGRESS_MIN_ROWS = 20000  # below this, loading takes well under a second: no bar
+MAX_ROW_BYTES = 16 << 20  # one JSONL line / one row of a JSON list, UTF-8 bytes
+MAX_ROW_DEPTH = 64  # legitimate rows nest a few levels (grounding answers: 3)
+
+
+def _depth_over(value: object, limit: int = MAX_ROW_DEPTH) -> bool:
+    """Whether ``value`` nests containers more than ``limit`` deep (no recursion)."""
+    stack = [(value, 1)] if isinstance(value, dict | list) else []
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
+_TOO_DEEP = f"the row is nested more than {MAX_ROW_DEPTH} levels deep (objects/lists inside each other)"
 
 
 def load_samples(
@@ -136,6 +157,10 @@ def load_samples_report(
 def _jsonl_rows(raw: bytes, path: str, problems: list[RowProblem]) -> list[tuple[int, int, object]]:
     rows = []
     for line_no, line in enumerate(raw.split(b"\n"), start=1):
+        if len(line) > MAX_ROW_BYTES:
+            problems.append(RowProblem(path, line_no, None, f"the line is {len(line)} bytes long, more than the "
+                                                            f"limit of {MAX_ROW_BYTES} bytes per row"))
+            continue
         if not line.strip():
             continue  # blank lines are allowed (editors, concatenated files)
         try:
@@ -147,6 +172,12 @@ def _jsonl_rows(raw: bytes, path: str, problems: list[RowProblem]) -> list[tuple
             value = json.loads(text)
         except json.JSONDecodeError as exc:
             problems.append(RowProblem(path, line_no, None, f"invalid JSON at column {exc.colno}: {exc.msg}"))
+            continue
+        except RecursionError:
+            problems.append(RowProblem(path, line_no, None, _TOO_DEEP))
+            continue
+        if _depth_over(value):
+            problems.append(RowProblem(path, line_no, None, _TOO_DEEP))
             continue
         rows.append((line_no, len(rows) + 1, value))
     return rows
@@ -162,18 +193,30 @@ def _json_list_rows(raw: bytes, path: str, problems: list[RowProblem]) -> list[t
         return []
     decoder = json.JSONDecoder()
     rows: list[tuple[int, int, object]] = []
+    count = 0  # rows decoded, kept or not (a row's index does not depend on the rows refused before it)
     pos = _skip_ws(text, 0) + 1  # past '['
     while True:
         pos = _skip_ws(text, pos)
-        if pos < len(text) and text[pos] == "]" and not rows:
+        if pos < len(text) and text[pos] == "]" and not count:
             break
+        line = text.count("\n", 0, pos) + 1
         try:
             value, end = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
             problems.append(RowProblem(path, exc.lineno, None, f"invalid JSON at column {exc.colno}: {exc.msg} "
                                                                f"(rows after this point were not read)"))
             return rows
-        rows.append((text.count("\n", 0, pos) + 1, len(rows) + 1, value))
+        except RecursionError:  # where the row ends is unknown: the rest of the list cannot be read
+            problems.append(RowProblem(path, line, None, f"{_TOO_DEEP} (rows after this point were not read)"))
+            return rows
+        count += 1
+        if _depth_over(value):
+            problems.append(RowProblem(path, line, None, _TOO_DEEP))
+        elif end - pos > MAX_ROW_BYTES // 4 and len(text[pos:end].encode("utf-8", "surrogatepass")) > MAX_ROW_BYTES:
+            problems.append(RowProblem(path, line, None, f"the row is more than {MAX_ROW_BYTES} bytes long "
+                                                         "(the limit per row)"))
+        else:
+            rows.append((line, count, value))
         pos = _skip_ws(text, end)
         if pos < len(text) and text[pos] == ",":
             pos += 1
@@ -195,7 +238,7 @@ def _json_list_rows(raw: bytes, path: str, problems: list[RowProblem]) -> list[t
 def _is_one_object(raw: bytes) -> bool:
     try:
         return isinstance(json.loads(raw), dict)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return False
 
 

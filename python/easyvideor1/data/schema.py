@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -139,6 +140,23 @@ def resolve_media_path(path: str, base_dir: str) -> str:
     if _URL.match(path):
         return path
     return os.path.normpath(os.path.join(base_dir, os.path.expanduser(path)))
+
+
+def resolve_roots(roots: Iterable[str | os.PathLike]) -> tuple[str, ...]:
+    """Configured data roots as resolved absolute folders (symlinks and ``..`` followed), in order,
+    without duplicates; empty entries are ignored."""
+    return tuple(dict.fromkeys(os.path.realpath(os.fspath(r)) for r in roots if os.fspath(r)))
+
+
+def within_roots(path: str, roots: Iterable[str]) -> str | None:
+    """The resolved path of ``path`` (symlinks and ``..`` followed, as far as they exist) when it is
+    one of the resolved ``roots`` or lies under one, else None. The answer does not depend on
+    whether ``path`` exists."""
+    real = os.path.realpath(path)
+    for root in roots:
+        if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
+            return real
+    return None
 
 
 def is_url(path: str) -> bool:

@@ -6,13 +6,17 @@ LaTeX such as ``x^2+2x+1`` parses too (not when the text holds a word of 3+ lett
 not a LaTeX command: prose would parse as a product of symbols). A ground truth that still
 parses to nothing raises :class:`GroundTruthError`. valid = the prediction parses.
 
-math_verify's own timeouts use ``signal.alarm``, which only works on the main thread, so
-they are disabled (``parsing_timeout=None``, ``timeout_seconds=None``) and the limit is
-enforced here instead: parse + verify run in a daemon worker thread, and when it does not
-finish within option ``timeout_s`` (default 10 s) the item scores 0 with reason "timeout".
-Python cannot kill a thread, so a runaway computation keeps its thread; at most
-``MAX_STUCK_WORKERS`` such threads may exist, beyond which items score 0 at once with reason
-"math workers saturated" instead of piling up more threads.
+math_verify's own timeouts use ``signal.alarm``, which cannot stop sympy inside one C call
+(a big-integer power), so they are disabled (``parsing_timeout=None``,
+``timeout_seconds=None``) and nothing here bounds the time: the scoring pool does, by
+killing the worker process (``rewards/pool.py``: math items get the per-type limit, option
+``timeout_s``, 10 s by default, or the reward timeout when that is lower). No thread is
+started here, so a runaway computation can never outlive its item. Before the CAS sees
+either side, :func:`~easyvideor1.rewards.math_guard.check_expression` refuses expressions
+whose evaluation is known to explode (huge powers and power towers, factorial towers,
+numbers of more than ``max_digits`` digits, powers of sums expanding to more than
+``max_terms`` terms): such an answer scores 0 at once with reason "expression too large to
+evaluate: ..." (a ground truth like that is a :class:`GroundTruthError`).
 Parsed ground truths are cached (``GT_CACHE_SIZE`` entries), since a group of n rollouts
 shares one.
 """
@@ -22,7 +26,6 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
 from typing import Any
 
 from easyvideor1.rewards.extract import (
@@ -32,57 +35,24 @@ from easyvideor1.rewards.extract import (
     format_score,
     strip_answer_tags,
 )
+from easyvideor1.rewards.math_guard import MAX_DIGITS, MAX_TERMS, ExpressionTooLarge, check_expression
 from easyvideor1.rewards.registry import register_scorer
 from easyvideor1.rewards.types import Score, ScoreRequest
 
-DEFAULT_TIMEOUT_S = 10.0
-MAX_STUCK_WORKERS = 8
+DEFAULT_TIMEOUT_S = 10.0  # the pool's limit for a math item (ScorerSpec.timeout_s)
 GT_CACHE_SIZE = 4096
 MAX_ANSWER_CHARS = 10_000  # math_verify's LaTeX parser is slow on long inputs
 
 # A word of 3+ letters that is not a LaTeX command: inside $...$ it would turn into a
 # product of single-letter symbols ("idea" -> i*d*e*a), so such text is not wrapped.
 _PROSE_WORD_RE = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}")
-_stuck: list[threading.Thread] = []
 _lock = threading.Lock()
 _gt_cache: OrderedDict[str, list[Any]] = OrderedDict()
 
 
-class MathTimeout(Exception):
-    """The worker did not finish in time (or no worker could be started)."""
-
-
-def call_with_timeout(fn: Callable[[], Any], timeout_s: float) -> Any:
-    """Run ``fn`` in a daemon thread; raise :class:`MathTimeout` if it takes over ``timeout_s``."""
-    with _lock:
-        _stuck[:] = [t for t in _stuck if t.is_alive()]
-        if len(_stuck) >= MAX_STUCK_WORKERS:
-            raise MathTimeout("math workers saturated")
-    outcome: dict[str, Any] = {}
-    finished = threading.Event()
-
-    def work() -> None:
-        try:
-            outcome["value"] = fn()
-        except BaseException as exc:  # reported to the caller, never lost in the thread
-            outcome["error"] = exc
-        finally:
-            finished.set()
-
-    worker = threading.Thread(target=work, name="math-verify", daemon=True)
-    worker.start()
-    if not finished.wait(timeout_s):
-        with _lock:
-            _stuck.append(worker)
-        raise MathTimeout("timeout")
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
-
-
 def _math_verify():
-    # sympy-heavy import, deferred to the first math item and done on the caller's thread so
-    # that a slow first import is never mistaken for a timeout.
+    # sympy-heavy import, deferred to the first math item (the pool's forkserver does it once
+    # for every worker, rewards/warmup.py).
     import math_verify
 
     return math_verify
@@ -105,7 +75,12 @@ def _verify(gold: list[Any], text: str) -> tuple[list[Any], bool]:
     return pred, bool(pred) and bool(_math_verify().verify(gold, pred, timeout_seconds=None))
 
 
-def _gold(ground_truth: str, timeout_s: float) -> list[Any]:
+def _limits(options: dict[str, Any]) -> dict[str, int]:
+    return {"max_digits": int(options.get("max_digits", MAX_DIGITS)),
+            "max_terms": int(options.get("max_terms", MAX_TERMS))}
+
+
+def _gold(ground_truth: str, limits: dict[str, int]) -> list[Any]:
     text = strip_answer_tags(ground_truth)
     with _lock:
         cached = _gt_cache.get(text)
@@ -113,9 +88,10 @@ def _gold(ground_truth: str, timeout_s: float) -> list[Any]:
             _gt_cache.move_to_end(text)
             return cached
     try:
-        parsed = call_with_timeout(lambda: _parse_bare(text), timeout_s) if text else []
-    except MathTimeout as exc:
-        raise GroundTruthError("math", ground_truth, f"parsing it hit the {exc}") from None
+        check_expression(text, **limits)
+    except ExpressionTooLarge as exc:
+        raise GroundTruthError("math", ground_truth, str(exc)) from None
+    parsed = _parse_bare(text) if text else []
     if not parsed:
         raise GroundTruthError("math", ground_truth, "math_verify could not parse it")
     with _lock:
@@ -129,11 +105,12 @@ def _gold(ground_truth: str, timeout_s: float) -> list[Any]:
     "math",
     aliases=("math reasoning", "mathematics", "math word problem"),
     description="math_verify equivalence with the ground-truth expression",
+    timeout_s=DEFAULT_TIMEOUT_S,
 )
 def score_math(req: ScoreRequest, options: dict[str, Any]) -> Score:
-    timeout_s = float(options.get("timeout_s", DEFAULT_TIMEOUT_S))
+    limits = _limits(options)
     _math_verify()
-    gold = _gold(req.ground_truth, timeout_s)
+    gold = _gold(req.ground_truth, limits)
     extraction = extract_for(req.response, options)
     details = extraction_details(extraction)
     details["gt"] = _shown(gold)
@@ -145,10 +122,11 @@ def score_math(req: ScoreRequest, options: dict[str, Any]) -> Score:
         details["reason"] = f"answer longer than {MAX_ANSWER_CHARS} characters"
         return Score(0.0, format_score(extraction, False), details)
     try:
-        pred, equal = call_with_timeout(lambda: _verify(gold, text), timeout_s)
-    except MathTimeout as exc:
+        check_expression(text, **limits)
+    except ExpressionTooLarge as exc:
         details["reason"] = str(exc)
         return Score(0.0, format_score(extraction, False), details)
+    pred, equal = _verify(gold, text)
     details["pred"] = _shown(pred)
     if not pred:
         details["reason"] = "math_verify could not parse the answer"

@@ -60,6 +60,9 @@ class ScorerSpec:
     # Heavy scorers (rendering, sandboxed code, remote judge) run in the service's worker pool.
     heavy: bool = False
     description: str = ""
+    # This type's own time limit per item (None: the reward timeout alone), applied by the
+    # scoring pool; ``scorer_options.<type>.timeout_s`` overrides it. See item_timeout().
+    timeout_s: float | None = None
 
 
 _SCORERS: dict[str, ScorerSpec] = {}
@@ -75,13 +78,16 @@ def normalize_name(name: str) -> str:
 
 
 def register_scorer(
-    name: str, *, aliases: Iterable[str] = (), heavy: bool = False, description: str = ""
+    name: str, *, aliases: Iterable[str] = (), heavy: bool = False, description: str = "",
+    timeout_s: float | None = None,
 ) -> Callable[[ScorerFn], ScorerFn]:
-    """Decorator: register ``fn`` as the scorer of ``name`` (and its aliases)."""
+    """Decorator: register ``fn`` as the scorer of ``name`` (and its aliases); ``timeout_s``:
+    the type's own per-item time limit (see :func:`item_timeout`)."""
 
     def decorate(fn: ScorerFn) -> ScorerFn:
         spec = ScorerSpec(name=name, fn=fn, aliases=tuple(aliases), heavy=heavy,
-                          description=description or (fn.__doc__ or "").strip().split("\n")[0])
+                          description=description or (fn.__doc__ or "").strip().split("\n")[0],
+                          timeout_s=timeout_s)
         with _LOCK:
             for key in (name, *spec.aliases):
                 owner = _ALIASES.get(normalize_name(key))
@@ -151,6 +157,24 @@ def get_scorer(problem_type: str, config: RewardConfig | None = None) -> ScorerS
     return _SCORERS[canonical_problem_type(problem_type, config)]
 
 
+def item_timeout(problem_type: str, config: RewardConfig) -> float:
+    """The time limit of one item of canonical type ``problem_type``: the type's own limit
+    (``scorer_options.<type>.timeout_s``, else the scorer's registered ``timeout_s``), capped
+    by ``config.timeout_s``, the hard limit of every item. The scoring pool kills the worker
+    at this limit, and scorers that budget their own work get it as option ``timeout_s``."""
+    own = config.scorer_options.get(problem_type, {}).get("timeout_s")
+    if own is None:
+        spec = _SCORERS.get(problem_type)
+        own = spec.timeout_s if spec is not None else None
+    try:
+        own = float(own) if own is not None else None
+    except (TypeError, ValueError):
+        own = None
+    if own is None or not own > 0 or own != own:
+        return config.timeout_s
+    return min(config.timeout_s, own)
+
+
 def score(request: ScoreRequest, config: RewardConfig | None = None) -> RewardResult:
     """Route ``request`` to its scorer and combine accuracy and format into ``overall``.
 
@@ -165,8 +189,8 @@ def score(request: ScoreRequest, config: RewardConfig | None = None) -> RewardRe
             options=request.options, problem=request.problem, data_type=request.data_type,
             extra=request.extra,
         )
-    options = {"answer_tag_policy": config.answer_tag_policy, "timeout_s": config.timeout_s,
-               **config.scorer_options.get(spec.name, {})}
+    options = {"answer_tag_policy": config.answer_tag_policy, **config.scorer_options.get(spec.name, {}),
+               "timeout_s": item_timeout(spec.name, config)}
     try:
         result = spec.fn(request, options)
     except Exception as exc:  # a scorer bug must cost one item, not the batch

@@ -13,6 +13,14 @@ fetched copies of remote media never fill the disk):
    reported failure), then record each medium's key and its metadata as stored in the blob;
 3. delete the temporary copies.
 
+Roots: the data file and ``data.media_root`` come from the command line and are trusted;
+the media its rows name are not (a data set may come from anyone). With ``data.media_roots``
+or ``data.media_buckets`` set, a local medium is decoded only when its resolved path
+(symlinks and ``..`` followed) lies under one of the roots, and an ``s3://`` medium is
+fetched only from one of the buckets (``name`` or ``s3://name/prefix``); any other is left
+out with a reported failure (``error_kind`` "outside data roots"), whether or not it exists.
+With both empty (the default) every medium the rows name is used, as before.
+
 Then each sample's prompt is rendered as the trainer renders it and built with every
 family's ``PromptBuilder`` to count its tokens. A sample with a failed medium (or prompt) is
 left out and listed, with its data row's file:line, in ``<manifest stem>.report.jsonl``.
@@ -60,7 +68,7 @@ from easyvideor1.data.prepared import (
     plain_sample,
     write_prepared,
 )
-from easyvideor1.data.schema import Sample, is_url
+from easyvideor1.data.schema import Sample, is_url, resolve_roots, within_roots
 from easyvideor1.errors import CacheError, ConfigError, EasyVideoR1Error, MediaError
 from easyvideor1.logging import event, get_logger
 from easyvideor1.video.metadata import ImageMetadata, ImageParams, VideoMetadata, VideoParams
@@ -204,6 +212,55 @@ class _Job:
     timeout: float
     memo: dict[str, SourceInfo]
     summary: PrepareSummary
+    roots: _Roots | None = None  # None: every medium the rows name is used
+
+
+@dataclass
+class _Roots:
+    """``data.media_roots`` (resolved) and ``data.media_buckets`` as ``(bucket, key prefix)``."""
+
+    folders: tuple[str, ...]
+    buckets: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def of(cls, cfg: RunConfig) -> _Roots | None:
+        data = cfg.data
+        if not data.media_roots and not data.media_buckets:
+            return None
+        buckets = []
+        for entry in data.media_buckets:
+            if is_remote(entry):
+                from easyvideor1.data.remote import parse_prefix
+
+                buckets.append(parse_prefix(entry))
+            else:
+                buckets.append((entry.strip("/"), ""))
+        return cls(resolve_roots(data.media_roots), tuple(buckets))
+
+    def local(self, path: str) -> str | None:
+        """The resolved path to read, or None when it lies outside every root."""
+        return within_roots(path, self.folders)
+
+    def allows_url(self, url: str) -> bool:
+        from easyvideor1.data.remote import RemoteFileError, split_url
+
+        try:
+            bucket, key = split_url(url)
+        except RemoteFileError:
+            return False
+        if ".." in key.split("/"):
+            return False  # a store that normalises keys would climb out of a prefix
+        return any(bucket == b and (not prefix or key.startswith(prefix.rstrip("/") + "/"))
+                   for b, prefix in self.buckets)
+
+    def refusal(self, source: str) -> str:
+        if is_remote(source):
+            allowed = ", ".join(f"s3://{b}/{p}".rstrip("/") for b, p in self.buckets) or "none"
+            return (f"{source} is not in data.media_buckets ({allowed}): evr1 data prepare fetches s3:// media "
+                    "only from the configured buckets")
+        return (f"{source} is outside data.media_roots ({', '.join(self.folders) or 'none'}): evr1 data "
+                "prepare decodes local media only under the configured roots, after resolving symlinks "
+                "and '..'")
 
 
 def prepare(data_path: str | os.PathLike, cfg: RunConfig, model_dirs: Sequence[str | os.PathLike],
@@ -281,7 +338,8 @@ def _prepare(data_path: str | os.PathLike, cfg: RunConfig, model_dirs: Sequence[
     with open_store(store_url) as store, MediaSource() as source, \
             tempfile.TemporaryDirectory(prefix="evr1-prepare-", dir=tmp_dir) as tmp:
         job = _Job(cfg, store_url, store, index_for_store(store), targets, source, tmp,
-                   cfg.data.frame_cache.workers, cfg.data.frame_cache.decode_timeout_s, memo, summary)
+                   cfg.data.frame_cache.workers, cfg.data.frame_cache.decode_timeout_s, memo, summary,
+                   _Roots.of(cfg))
         items = list(media.values())
         failed = 0
         with tqdm(total=len(items), desc="prepare media", unit="file", file=sys.stderr,
@@ -393,8 +451,15 @@ def _materialize(m: _Medium, job: _Job) -> None:
         if is_url(m.source):
             m.fail("fetch", "missing file", "MediaMissingError", f"{m.source}: only s3:// media URLs can be "
                    "fetched; give a local path or an s3://bucket/key URL")
-        else:
+        elif job.roots is None:
             m.local = m.source
+        else:
+            m.local = job.roots.local(m.source)
+            if m.local is None:
+                m.fail("fetch", "outside data roots", "ConfigError", job.roots.refusal(m.source))
+        return
+    if job.roots is not None and not job.roots.allows_url(m.source):
+        m.fail("fetch", "outside data roots", "ConfigError", job.roots.refusal(m.source))
         return
     try:
         m.remote = job.source.stat(m.source)

@@ -4,7 +4,11 @@ Strategy (one pass in the common case):
 
 1. Open the container and read the stream header: refuse missing/empty/non-regular files,
    files without a video stream, codecs without a decoder, resolutions above
-   ``max_source_pixels`` and durations above ``max_duration_s`` *before* decoding.
+   ``max_source_pixels`` and durations above ``max_duration_s`` *before* decoding. Every
+   decoded frame is checked again (``_check_frame``): a stream may change its resolution
+   mid-stream (a new SPS in H.264, segments joined in MPEG-TS), and the first frame above
+   ``max_source_pixels`` stops the decode with a ``MediaTooLargeError`` naming the video and
+   the frame index, before that frame is converted or anything after it is decoded.
 2. Frame count: the container's (mp4/mov store it). When a container does not know it
    (some mkv/webm/avi), a demux-only pre-pass counts the video packets (no decoding).
 3. Decode every packet in order (inter-frame codecs need them) but convert to RGB, resize
@@ -344,6 +348,7 @@ def _decode_pass(path: str, params: VideoParams, header: _Header, indices: list[
             for frame in container.decode(stream):
                 index = decoded
                 decoded += 1
+                _check_frame(path, frame, index, params)
                 pts = frame.pts if frame.pts is not None else frame.dts
                 if origin is None:
                     origin = pts if pts is not None else 0
@@ -403,6 +408,7 @@ def _clip_pass(path: str, params: VideoParams, header: _Header, table: PacketTab
             if first is None or first.pts != table.pts[0] or (first.duration or 0) != table.durations[0]:
                 return "the first frame is not the first packet's"
             decoded = 1
+            _check_frame(path, first, 0, params)
             rotation = _clockwise_rotation(first, stream)
             display = _displayed_size(first.height, first.width, rotation)
             kept = np.empty((len(wanted), *_target_size(path, display, params), 3), dtype=np.uint8)
@@ -418,6 +424,7 @@ def _clip_pass(path: str, params: VideoParams, header: _Header, table: PacketTab
             start = expect
             for frame in frames if expect <= last_wanted else ():
                 decoded += 1
+                _check_frame(path, frame, expect, params)
                 pts = frame.pts
                 if skip_below is not None and expect == start and pts is not None and pts < skip_below:
                     continue  # before the keyframe (the seek landed earlier) or its leading pictures
@@ -441,6 +448,15 @@ def _clip_pass(path: str, params: VideoParams, header: _Header, table: PacketTab
     frames_out = kept if order == list(range(len(wanted))) else kept[order]
     return _PassResult(frames_out, [kept_times[s] for s in order], times, table.count, 0.0, rotation, display[0],
                        display[1], None, True)
+
+
+def _check_frame(path: str, frame: av.VideoFrame, index: int, params: VideoParams) -> None:
+    """Refuse a decoded frame above ``max_source_pixels`` (the header only describes the start)."""
+    pixels = frame.width * frame.height
+    if pixels > params.max_source_pixels:
+        raise MediaTooLargeError(path, f"frame {index} is {frame.width}x{frame.height} ({pixels} pixels), above "
+                                       f"max_source_pixels={params.max_source_pixels}"
+                                       + (" (the stream changes resolution mid-stream)" if index else ""))
 
 
 def _pts_seconds(pts: int, origin: int, time_base: Fraction) -> float:

@@ -8,7 +8,8 @@ is started. Workers are forked from multiprocessing's forkserver: it has the ``p
 modules imported, so a replacement is up in milliseconds, and a parent with threads is
 never forked. Idle workers block in a pipe read: they use no CPU.
 
-``run_job(items, timeout, context)`` is blocking and thread-safe; one job's items run in
+``run_job(items, timeout, context)`` is blocking and thread-safe (``timeout``: one limit for
+every item, or a sequence of one limit per item); one job's items run in
 order on one worker (cheap items batched, no round trip per item), ``run_jobs`` spreads
 several jobs over the workers and ``each`` runs one job per item, yielding as they finish.
 Nothing a single item does raises: it comes back as an :class:`ItemResult` with ``kind``.
@@ -159,8 +160,10 @@ class _Worker:
             self.kill()
             raise WorkerStartError(f"{name} worker failed to start: {info.strip()}" + _tail_text(self.output()))
 
-    def run(self, items: list[Any], context: Any, timeout: float | None) -> _Attempt:
-        """Blocking: run ``items`` in order, each within ``timeout`` seconds."""
+    def run(self, items: list[Any], context: Any, timeout: float | None | Sequence[float | None]) -> _Attempt:
+        """Blocking: run ``items`` in order, each within ``timeout`` seconds (or its own entry
+        of a sequence of limits)."""
+        limits = timeout if isinstance(timeout, Sequence) else None
         self.progress[0], self.progress[1] = 0.0, 0.0
         try:
             if not self.proc.is_alive():
@@ -172,16 +175,17 @@ class _Worker:
         results: list[ItemResult] = []
         while True:
             index, started = self.progress[0], self.progress[1]
-            if started > 0 and timeout is not None:
-                wait = started + timeout - time.monotonic()
+            limit = timeout if limits is None else limits[min(int(index), len(limits) - 1)]
+            if started > 0 and limit is not None:
+                wait = started + limit - time.monotonic()
                 if wait <= 0:
                     if (self.progress[0], self.progress[1]) != (index, started):
                         continue  # it moved on to the next item meanwhile
                     code = self.kill()
                     event(_log, "workpool_item_timeout", logging.WARNING, pool=self.spec.name, worker=self.pid,
-                          timeout_s=timeout)
+                          timeout_s=limit)
                     return _Attempt(results, max(int(index), len(results)),
-                                    ItemResult(error=f"timeout after {timeout:g}s", kind="timeout", pid=self.pid,
+                                    ItemResult(error=f"timeout after {limit:g}s", kind="timeout", pid=self.pid,
                                                exit_code=code))
             else:
                 wait = 0.25  # the job is on its way in: re-read the progress soon
@@ -351,10 +355,15 @@ class WorkerPool:
         else:
             self._idle.put(worker)
 
-    def run_job(self, items: Sequence[Any], timeout: float | None, context: Any = None) -> list[ItemResult]:
-        """Run ``items`` in order, each item within ``timeout`` seconds; one result per item."""
+    def run_job(self, items: Sequence[Any], timeout: float | None | Sequence[float | None],
+                context: Any = None) -> list[ItemResult]:
+        """Run ``items`` in order, each item within ``timeout`` seconds (a number for all, or a
+        sequence with one limit per item); one result per item."""
         self.start()
         items = list(items)
+        limits = list(timeout) if isinstance(timeout, Sequence) else None
+        if limits is not None and len(limits) != len(items):
+            raise ValueError(f"{len(limits)} time limits for {len(items)} items")
         out: list[ItemResult | None] = [None] * len(items)
         pending = list(range(len(items)))
         stalls = 0
@@ -365,7 +374,8 @@ class WorkerPool:
                     out[k] = ItemResult(error=worker, kind="internal")
                 break
             try:
-                attempt = worker.run([items[k] for k in pending], context, timeout)
+                attempt = worker.run([items[k] for k in pending], context,
+                                     timeout if limits is None else [limits[k] for k in pending])
             except Exception as exc:  # a bug here must not leak the worker or lose the job
                 worker.kill()
                 attempt = _Attempt([], 0, ItemResult(error=f"internal error: {type(exc).__name__}: {exc}",

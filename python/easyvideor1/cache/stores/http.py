@@ -10,9 +10,16 @@ Every failure is a StoreError naming the service URL: a refused connection, a ti
 5xx, a body shorter than announced. ``FrameLoader`` treats a StoreError as "store
 unavailable" and decodes on the fly, so a service outage slows training, never stops it.
 Requests time out (``timeout`` seconds to connect and between bytes) and a failed connect
-is retried ``retries`` times, so a dead service costs milliseconds, not minutes. A bearer
-token comes from ``token=`` or ``$EVR1_FRAME_CACHE_TOKEN``. No cross-process build lock
-here: the service's store serializes writes of one key, and blobs are content-addressed.
+is retried ``retries`` times, so a dead service costs milliseconds, not minutes.
+
+Credentials, one per role (the service refuses a token shared by two): the read token
+(``token=`` or ``$EVR1_FRAME_CACHE_TOKEN``) goes with reads; the write token
+(``write_token=`` or ``$EVR1_FRAME_CACHE_WRITE_TOKEN``, builders only) with ``put``; the
+admin token (``admin_token=`` or ``$EVR1_FRAME_CACHE_ADMIN_TOKEN``) with ``delete`` and
+``replace``. A missing one falls back to the next lower (so a service without tokens needs
+none). Blobs are immutable at the service: ``put`` of a stored key succeeds when the bytes
+are identical and raises StoreError (409) otherwise. No cross-process build lock here: the
+service's store creates a key atomically (first write wins), and blobs are content-addressed.
 """
 
 from __future__ import annotations
@@ -32,6 +39,9 @@ except ModuleNotFoundError:  # not a core dependency: it comes with the serve an
     httpx = None
 
 TOKEN_ENV = "EVR1_FRAME_CACHE_TOKEN"
+WRITE_TOKEN_ENV = "EVR1_FRAME_CACHE_WRITE_TOKEN"
+ADMIN_TOKEN_ENV = "EVR1_FRAME_CACHE_ADMIN_TOKEN"
+_SECRET_OPTIONS = {"token", "write_token", "admin_token"}
 _CHUNK = 1 << 20
 _MAX_BLOB_BYTES = 1 << 36  # a larger announced size is not preallocated on trust
 _TRUE = {"1", "true", "yes", "on"}
@@ -42,8 +52,8 @@ class HttpFrameStore(FrameStore):
     def __init__(self, url: str, **options: Any):
         """Options (keyword arguments, else the URL query: ``http://fc:8001?timeout=10``):
         ``timeout`` (30 s), ``connect_timeout`` (3 s), ``retries`` (1, connection failures
-        only), ``verify_tls`` (true), ``token`` (keyword or $EVR1_FRAME_CACHE_TOKEN only:
-        a secret never belongs in a URL)."""
+        only), ``verify_tls`` (true); ``token``, ``write_token``, ``admin_token`` (keywords
+        or their environment variables only: a secret never belongs in a URL)."""
         super().__init__()
         if httpx is None:
             raise StoreError(f"frame-cache service {url}: the http:// store needs httpx "
@@ -52,14 +62,18 @@ class HttpFrameStore(FrameStore):
         if parts.scheme not in ("http", "https") or not parts.netloc or parts.fragment:
             raise StoreError(f"invalid frame-cache service URL {url!r} (expected http(s)://host:port)")
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-        unknown = sorted(set(query) - _QUERY_OPTIONS) + sorted(set(options) - _QUERY_OPTIONS - {"token"})
+        unknown = sorted(set(query) - _QUERY_OPTIONS) + sorted(set(options) - _QUERY_OPTIONS - _SECRET_OPTIONS)
         if unknown:
             raise StoreError(f"frame-cache service URL {url!r}: unknown option(s) {unknown}; "
-                             f"known: {sorted(_QUERY_OPTIONS | {'token'})}")
+                             f"known: {sorted(_QUERY_OPTIONS | _SECRET_OPTIONS)}")
         merged = {**query, **options}
         self.url = urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
-        token = merged.get("token") or os.environ.get(TOKEN_ENV) or None
+        token = options.get("token") or os.environ.get(TOKEN_ENV) or None
+        write_token = options.get("write_token") or os.environ.get(WRITE_TOKEN_ENV) or token
+        admin_token = options.get("admin_token") or os.environ.get(ADMIN_TOKEN_ENV) or write_token
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._write_headers = {"Authorization": f"Bearer {write_token}"} if write_token else {}
+        self._admin_headers = {"Authorization": f"Bearer {admin_token}"} if admin_token else {}
         verify = merged.get("verify_tls", True)
         verify = verify if isinstance(verify, bool) else str(verify).lower() in _TRUE
         try:
@@ -142,16 +156,31 @@ class HttpFrameStore(FrameStore):
             raise self._fail(response, f"HEAD {path}")
         return True
 
-    def put(self, key: str, data: bytes) -> None:
+    def put(self, key: str, data: bytes, *, source: str | None = None) -> None:
+        """PUT with the write credential. ``source``: the media file it was decoded from, as
+        the service sees it (absolute, or relative to one of its source roots), so the service
+        can verify the frames against it. A stored key with other bytes raises (409)."""
+        self._put(key, data, source, replace=False)
+
+    def replace(self, key: str, data: bytes, *, source: str | None = None) -> None:
+        """Admin operation: replace the stored blob of ``key`` (``PUT ?replace=true``)."""
+        self._put(key, data, source, replace=True)
+
+    def _put(self, key: str, data: bytes, source: str | None, replace: bool) -> None:
         path = f"/v1/blobs/{check_key(key)}"
-        response = self._request("PUT", path, f"PUT {path}", content=bytes(data),
-                                 headers={"Content-Type": "application/octet-stream"})
-        if response.status_code not in (200, 201):
+        headers = {**(self._admin_headers if replace else self._write_headers),
+                   "Content-Type": "application/octet-stream"}
+        if source:
+            headers["X-Evr1-Source"] = source
+        response = self._request("PUT", path, f"PUT {path}", content=bytes(data), headers=headers,
+                                 params={"replace": "true"} if replace else None)
+        if response.status_code not in (200, 201, 204):
             raise self._fail(response, f"PUT {path}")
 
     def delete(self, key: str) -> bool:
+        """Admin operation (the service refuses it to the read and write credentials)."""
         path = f"/v1/blobs/{check_key(key)}"
-        response = self._request("DELETE", path, f"DELETE {path}")
+        response = self._request("DELETE", path, f"DELETE {path}", headers=self._admin_headers)
         if response.status_code == 404:
             return False
         if response.status_code != 200:

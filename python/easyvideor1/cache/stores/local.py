@@ -17,6 +17,7 @@ disturb a mapping already open (it keeps the old inode alive).
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import itertools
 import mmap
@@ -96,6 +97,49 @@ class LocalStore(FrameStore):
 
     def put(self, key: str, data: bytes) -> None:
         final = self.path_for(key)
+        temp = self._write_temp(key, final, data)
+        try:
+            os.replace(temp, final)
+            _fsync_dir(final.parent)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                temp.unlink()
+            raise StoreError(f"local store {self.root}: cannot write key {key}: {exc.strerror or exc}") from None
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Store ``data`` only if no blob of ``key`` exists, atomically: True when stored,
+        False when one was already there (nothing written).
+
+        The fsynced temporary file is hard-linked to the final name: ``link`` fails with
+        EEXIST when the name exists, so of two concurrent writers (threads, processes or
+        hosts sharing the directory) exactly one creates the blob and a reader never sees a
+        torn one. A filesystem without hard links falls back to the key's flock and a recheck.
+        """
+        final = self.path_for(key)
+        temp = self._write_temp(key, final, data)
+        try:
+            try:
+                os.link(temp, final)
+                created = True
+            except FileExistsError:
+                created = False
+            except OSError as exc:
+                if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.EXDEV):
+                    raise
+                with self._build_lock(key):
+                    created = not final.exists()
+                    if created:
+                        os.replace(temp, final)
+            if created:
+                _fsync_dir(final.parent)
+            return created
+        except OSError as exc:
+            raise StoreError(f"local store {self.root}: cannot write key {key}: {exc.strerror or exc}") from None
+        finally:
+            with contextlib.suppress(OSError):
+                temp.unlink()
+
+    def _write_temp(self, key: str, final: Path, data: Any) -> Path:
         temp = final.parent / f".tmp-{key}-{os.getpid()}-{next(_counter)}"
         try:
             final.parent.mkdir(parents=True, exist_ok=True)
@@ -108,8 +152,7 @@ class LocalStore(FrameStore):
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            os.replace(temp, final)
-            _fsync_dir(final.parent)
+            return temp
         except OSError as exc:
             with contextlib.suppress(OSError):
                 temp.unlink()

@@ -2,7 +2,8 @@
 
 Objects are ``<prefix>/ab/<key>.safetensors``. An S3 PUT is atomic per object, so readers
 never see a torn blob; blobs above ``part_size`` go up as a multipart upload. The bucket
-is created on the first write when missing. Every failure is a StoreError naming the
+is created on the first write when missing. ``put_if_absent`` is a conditional PutObject
+(``If-None-Match: *``): first write wins, atomically, at the server. Every failure is a StoreError naming the
 endpoint, bucket and object; requests time out and retry a bounded number of times, so an
 unreachable endpoint fails in seconds instead of hanging.
 """
@@ -25,6 +26,7 @@ from easyvideor1.errors import StoreError
 
 DEFAULT_PART_SIZE = 16 << 20
 _MIN_PART_SIZE = 5 << 20  # the S3 minimum for all parts but the last
+_MAX_SINGLE_PUT = 5 << 30  # the S3 maximum of one PutObject
 _MISSING = {"NoSuchKey", "NoSuchBucket", "NoSuchObject"}
 _TRUE = {"1", "true", "yes", "on"}
 
@@ -144,6 +146,31 @@ class S3Store(FrameStore):
         try:
             self._client.put_object(self.bucket, name, io.BytesIO(data), len(data),
                                     part_size=self.part_size)
+        except (MinioException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+            raise self._error("writing", exc, name) from None
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Store ``data`` only if no object of ``key`` exists: True when stored, False when one
+        was already there (nothing written).
+
+        One conditional PutObject with ``If-None-Match: *``: the server refuses it (412
+        PreconditionFailed) when the object exists, so of two concurrent writers exactly one
+        creates it. AWS S3, MinIO and SeaweedFS (checked against 4.x) honour the header; a
+        server that ignored it would make this a plain put. One request, so at most 5 GiB.
+        """
+        name = self.object_name(key)
+        if len(data) > _MAX_SINGLE_PUT:
+            raise StoreError(f"S3 store {self._where}: a conditional put of object {name} is one request, "
+                             f"at most {_MAX_SINGLE_PUT} bytes; this blob has {len(data)}")
+        self._ensure_bucket()
+        try:
+            self._client._put_object(self.bucket, name, bytes(data),
+                                     headers={"If-None-Match": "*", "Content-Type": "application/octet-stream"})
+            return True
+        except S3Error as exc:
+            if exc.code in ("PreconditionFailed", "ConditionalRequestConflict"):
+                return False
+            raise self._error("writing", exc, name) from None
         except (MinioException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
             raise self._error("writing", exc, name) from None
 
