@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import socket
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -64,3 +66,30 @@ def tiny_model_factory(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_model_dir(tiny_model_factory) -> Path:
     return tiny_model_factory("qwen2_5_vl")
+
+
+@pytest.fixture()
+def tcp_listener():
+    """A TCP server on the host's 127.0.0.1 that records every connection it accepts."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    server.settimeout(0.2)
+    accepted: list[object] = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, peer = server.accept()
+            except OSError:
+                continue
+            accepted.append(peer)
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1], accepted
+    stop.set()
+    thread.join()
+    server.close()

@@ -174,3 +174,17 @@ def _wait_s3_ready(server: S3Server, timeout: float = 90) -> None:
             time.sleep(0.5)
     log = (server.workdir / "weed.log").read_text(errors="replace")[-3000:]
     raise TimeoutError(f"SeaweedFS S3 not ready after {timeout}s: {last}\n{log}")
+
+
+def wait_build(http, build_id: str, timeout: float = 90) -> dict:
+    """Poll a frame-cache build until it is done or failed."""
+    deadline = time.monotonic() + timeout
+    seen = set()
+    while time.monotonic() < deadline:
+        body = http.get(f"/v1/builds/{build_id}").json()
+        seen.add(body["status"])
+        if body["status"] in ("done", "failed"):
+            assert seen <= {"queued", "running", "done", "failed"}
+            return body
+        time.sleep(0.1)
+    raise AssertionError(f"build {build_id} not finished after {timeout}s: {body}")

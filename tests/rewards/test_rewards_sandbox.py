@@ -29,33 +29,6 @@ def _assert_still_works() -> None:
     assert result.stdout.strip() == b"42"
 
 
-@pytest.fixture()
-def tcp_server():
-    """A real TCP server on 127.0.0.1 that records every connection it accepts."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(16)
-    server.settimeout(0.2)
-    accepted: list[object] = []
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, peer = server.accept()
-            except OSError:
-                continue
-            accepted.append(peer)
-            conn.close()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield server.getsockname()[1], accepted
-    stop.set()
-    thread.join()
-    server.close()
-
-
 def test_mode_is_bwrap_here():
     assert sandbox_mode() == "bwrap"
 
@@ -82,8 +55,8 @@ def test_runs_as_nobody_with_minimal_filesystem():
         assert f"'{hidden}'" not in listing
 
 
-def test_network_is_unreachable(tcp_server):
-    port, accepted = tcp_server
+def test_network_is_unreachable(tcp_listener):
+    port, accepted = tcp_listener
     program = (
         "import socket\n"
         "s = socket.socket(); s.settimeout(2)\n"
@@ -243,9 +216,9 @@ def test_refuses_without_an_isolation_tool(monkeypatch, tmp_path):
     assert sandbox_mode(refresh=True) == "bwrap"
 
 
-def test_unshare_fallback_mode(monkeypatch, tcp_server):
+def test_unshare_fallback_mode(monkeypatch, tcp_listener):
     """The fallback (root + unshare + setpriv) still blocks network and caps processes."""
-    port, accepted = tcp_server
+    port, accepted = tcp_listener
     monkeypatch.setenv("EVR1_SANDBOX", "unshare")
     assert os.geteuid() == 0, "the fallback needs root; these tests run as root"
     assert sandbox_mode(refresh=True) == "unshare"

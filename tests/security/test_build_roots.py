@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
+from servers import wait_build
 
 from easyvideor1.config.loader import load_config
 from services.frame_cache import builds
@@ -69,16 +69,6 @@ def http(layout, tmp_path_factory):
             yield client
     finally:
         server.close()
-
-
-def wait_build(http: httpx.Client, build_id: str, timeout: float = 90) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        body = http.get(f"/v1/builds/{build_id}").json()
-        if body["status"] in ("done", "failed"):
-            return body
-        time.sleep(0.1)
-    raise AssertionError(f"build {build_id} not finished: {body}")
 
 
 def refused(http: httpx.Client, body: dict) -> str:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -69,33 +68,6 @@ def _wait_gone(marker: str, timeout: float = 5.0) -> list[int]:
     while (left := _processes_with(marker)) and time.monotonic() < deadline:
         time.sleep(0.1)
     return left
-
-
-@pytest.fixture()
-def tcp_listener():
-    """A TCP server on the host's 127.0.0.1 that records every connection it accepts."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(16)
-    server.settimeout(0.2)
-    accepted: list[object] = []
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, peer = server.accept()
-            except OSError:
-                continue
-            accepted.append(peer)
-            conn.close()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield server.getsockname()[1], accepted
-    stop.set()
-    thread.join()
-    server.close()
 
 
 def test_auto_selects_one_of_the_tested_modes(monkeypatch):

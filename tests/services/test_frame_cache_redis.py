@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 import redis
-from servers import stop_process
+from servers import stop_process, wait_build
 
 from services.frame_cache.launch import FrameCacheServer
 
@@ -22,16 +22,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "video"))
 from video_samples import make_video  # noqa: E402
 
 PARAMS = {"fps": 2, "max_frames": 4, "min_frames": 2, "min_pixels": 3136, "max_pixels": 12544}
-
-
-def _wait(http: httpx.Client, build_id: str, timeout: float = 60) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        body = http.get(f"/v1/builds/{build_id}").json()
-        if body["status"] in ("done", "failed"):
-            return body
-        time.sleep(0.1)
-    raise AssertionError(f"build {build_id} unfinished: {body}")
 
 
 def _wait_ready(http: httpx.Client, ready: bool, timeout: float = 20) -> dict:
@@ -61,7 +51,7 @@ def test_builds_on_redis_with_a_separate_worker(tmp_path, redis_instance):
         with httpx.Client(base_url=server.url, timeout=30) as http:
             assert _wait_ready(http, True)["build_workers"] == 0  # this replica only enqueues
             build_id = http.post("/v1/builds", json={"videos": videos[:1], **PARAMS}).json()["build_id"]
-            status = _wait(http, build_id)
+            status = wait_build(http, build_id)
             assert status["status"] == "done" and status["counts"]["built"] == 1
             assert status["worker"].endswith("-0") and str(worker.pid) in status["worker"]
             r = redis.Redis.from_url(redis_instance.url, decode_responses=True)
@@ -84,7 +74,7 @@ def test_builds_on_redis_with_a_separate_worker(tmp_path, redis_instance):
             _wait_ready(http, True)
             second = http.post("/v1/builds", json={"videos": videos, **PARAMS})
             assert second.status_code == 202
-            counts = _wait(http, second.json()["build_id"])["counts"]
+            counts = wait_build(http, second.json()["build_id"])["counts"]
             assert (counts["built"], counts["reused"]) == (1, 1)
         stop_process(worker)
         assert worker.returncode == 0
@@ -158,7 +148,7 @@ def test_a_build_outlives_its_worker(tmp_path, redis_instance):
             assert _wait_running(http, first)["attempt"] == 1
             _kill_worker(workers[-1])
             workers.append(_worker(tmp_path, "b", store, common, env))
-            status = _wait(http, first)
+            status = wait_build(http, first)
             assert status["status"] == "done" and status["attempt"] == 2 and status["counts"]["built"] == 1
             assert str(workers[-1].pid) in status["worker"]
             stop_process(workers[-1])
@@ -168,7 +158,7 @@ def test_a_build_outlives_its_worker(tmp_path, redis_instance):
             _wait_running(http, second)
             _kill_worker(workers[-1])
             workers.append(_worker(tmp_path, "d", store, common, env, "--build-attempts", "1"))
-            status = _wait(http, second)
+            status = wait_build(http, second)
             assert status["status"] == "failed"
             assert "abandoned after repeated worker failures: visibility timeout expired" in status["error"]
     finally:

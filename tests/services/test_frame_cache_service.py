@@ -6,7 +6,6 @@ import json
 import os
 import re
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
+from servers import wait_build
 
 from easyvideor1.cache.blob import decode_blob
 from easyvideor1.cache.key import HashIndex, cache_key
@@ -82,19 +82,6 @@ def service(request, tmp_path_factory, media):
 def http(service):
     with httpx.Client(base_url=service.url, timeout=30) as client:
         yield client
-
-
-def wait_build(http: httpx.Client, build_id: str, timeout: float = 90) -> dict:
-    deadline = time.monotonic() + timeout
-    seen = set()
-    while time.monotonic() < deadline:
-        body = http.get(f"/v1/builds/{build_id}").json()
-        seen.add(body["status"])
-        if body["status"] in ("done", "failed"):
-            assert seen <= {"queued", "running", "done", "failed"}
-            return body
-        time.sleep(0.1)
-    raise AssertionError(f"build {build_id} not finished after {timeout}s: {body}")
 
 
 def metric(text: str, name: str, **labels: str) -> float:

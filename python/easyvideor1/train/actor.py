@@ -287,9 +287,6 @@ class Actor(ActorGroup):
                 sums[key] = sums.get(key, 0.0) + float(value)
                 counts[key] = counts.get(key, 0) + 1
         self.scheduler.step()
-        # Gradients are not needed until the next update: free them now (a colocated engine
-        # wakes up into this memory).
-        self.optimizer.zero_grad(set_to_none=True)
         metrics = {k: v if k.startswith("dp/") else v / counts[k] for k, v in sums.items()}
         metrics["actor/lr"] = self.scheduler.get_last_lr()[0]
         metrics["actor/skipped_updates"] = float(skipped)
