@@ -189,8 +189,10 @@ def rl_step(workdir: Path, steps: int, rounds: int) -> None:
     for name, key in SPLIT:
         print(f"  {name:<26}{_median(embedded, key):>12.3f}{_median(distributed, key):>15.3f}", flush=True)
     worker_s = _median(distributed, "distributed/worker_seconds")
+    reload_s = _median(distributed, "distributed/worker_weights_seconds")
     print(f"  {'  of rollout: in the pool':<26}{'':>12}{worker_s:>15.3f}\n"
-          f"  {'  of rollout: queue + wait':<26}{'':>12}{_median(distributed, 'time/rollout_s') - worker_s:>15.3f}\n"
+          f"  {'  of rollout: policy reload':<26}{'':>12}{reload_s:>15.3f}\n"
+          f"  {'  of rollout: queue + wait':<26}{'':>12}{_median(distributed, 'time/rollout_s') - worker_s - reload_s:>15.3f}\n"
           f"  {'step':<26}{e:>12.3f}{d:>15.3f}\n  ratio distributed/embedded {d / e:.2f}", flush=True)
     print(f"[bytes driver -> ranks per step] prompts with pixels and frames (before) {sent['before'] / 1e6:.2f} MB, "
           f"token ids and media refs (after) {sent['after'] / 1e6:.3f} MB: {sent['before'] / max(sent['after'], 1):.0f}x "

@@ -249,6 +249,7 @@ class RolloutWorker:
         from easyvideor1.rollout.stage import EngineRolloutStage  # the embedded code path, reused as is
 
         first = batch[0][1]
+        weights_started = time.perf_counter()
         try:
             version = self.weights.ensure(first.weights)
         except QueueUnavailableError:
@@ -290,6 +291,7 @@ class RolloutWorker:
         share = 1.0 / len(batch)  # per-task share of the batch's counters: their sum is the batch's
         counters = {name: value * share for name, value in deltas.items()}
         counters["seconds"] = (time.perf_counter() - started) * share
+        counters["weights_seconds"] = (started - weights_started) * share  # loading a new policy, if any
         event(log, "rollout_batch_done", tasks=len(batch), groups=len(result.groups), filtered=len(result.filtered),
               version=version, seconds=round(time.perf_counter() - started, 3), **result.timings)
         groups = {g.uid: g for g in result.groups}
