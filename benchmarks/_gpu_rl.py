@@ -57,7 +57,8 @@ def actor_peak_gib(trainer: Any) -> float | None:
 
 def synthetic_video_tasks(root: Path, *, count: int, seed: int = 0) -> Path:
     """``root/train.jsonl``: yes/no and multiple-choice questions about a square's colour, one
-    (placeholder) video each under ``root/media``."""
+    stand-in media file each under ``root/media`` (random bytes: hashed for the cache key, never
+    decoded, since ``fill_frame_cache`` writes the frames; the GPU machine has no PyAV)."""
     rng = np.random.default_rng(seed)
     (root / "media").mkdir(parents=True, exist_ok=True)
     names = list(COLOURS)

@@ -1,5 +1,6 @@
 """The code sandbox against real hostile programs: every attack is contained, the test
-process survives, and a normal run right after still works."""
+process survives, and a normal run right after still works. Fork bombs and memory bombs are in
+tests/security/test_sandbox_modes.py, run against every mode."""
 
 from __future__ import annotations
 
@@ -73,36 +74,6 @@ def test_network_is_unreachable(tcp_listener):
     assert accepted == []  # the server on the host loopback never saw a connection
     with socket.create_connection(("127.0.0.1", port), timeout=2):  # while the host can reach it
         pass
-
-
-def test_fork_bomb_is_capped_and_host_survives():
-    counter = (
-        "import os, time\n"
-        "n = 0\n"
-        "for _ in range(1000):\n"
-        "    try:\n        pid = os.fork()\n    except OSError:\n        break\n"
-        "    if pid == 0:\n        time.sleep(2); os._exit(0)\n"
-        "    n += 1\n"
-        "print(n)\n"
-    )
-    result = run_sandboxed(counter, limits=SandboxLimits(wall_time_s=10, max_processes=16))
-    assert result.ok, result
-    assert int(result.stdout) == 15  # 16 processes in all, the program included
-    bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
-    start = time.monotonic()
-    result = run_sandboxed(bomb, limits=SandboxLimits(wall_time_s=2, max_processes=16))
-    assert result.timed_out and "wall time" in result.reason
-    assert time.monotonic() - start < 6
-    _assert_still_works()
-
-
-def test_memory_bomb_is_contained():
-    result = run_sandboxed("x = bytearray(4 * 1024 ** 3)", limits=SandboxLimits(memory_bytes=256 << 20))
-    assert result.returncode == 1 and "memory" in result.reason
-    result = run_sandboxed("a = []\nwhile True:\n    a.append(' ' * (1 << 20))",
-                           limits=SandboxLimits(memory_bytes=256 << 20, wall_time_s=10))
-    assert not result.ok and "memory" in result.reason
-    _assert_still_works()
 
 
 def test_writes_outside_the_work_dir_fail_and_never_reach_the_host(tmp_path):
