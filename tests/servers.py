@@ -188,3 +188,13 @@ def wait_build(http, build_id: str, timeout: float = 90) -> dict:
             return body
         time.sleep(0.1)
     raise AssertionError(f"build {build_id} not finished after {timeout}s: {body}")
+
+
+def frame_store_for(request, tmp_path_factory, name: str) -> tuple[str, dict[str, str]]:
+    """A fresh frame store for a ``params=["local", "s3"]`` fixture: its URL and the S3
+    settings a process needs to reach it (none for the local directory)."""
+    if request.param == "local":
+        return str(tmp_path_factory.mktemp(f"{name}-store")), {}
+    import uuid
+
+    return f"s3://evr1-frames/{name}-{uuid.uuid4().hex[:8]}", request.getfixturevalue("s3").url_env

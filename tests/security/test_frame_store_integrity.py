@@ -21,6 +21,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from servers import frame_store_for
 
 from easyvideor1.cache.blob import encode_blob
 from easyvideor1.cache.key import HashIndex, cache_key, make_key
@@ -64,12 +65,7 @@ def start_server(store_url: str, env: dict[str, str], *extra: str) -> FrameCache
 
 @pytest.fixture(scope="module", params=["local", "s3"])
 def service(request, tmp_path_factory, media):
-    s3_env: dict[str, str] = {}
-    if request.param == "local":
-        store_url = str(tmp_path_factory.mktemp("fs-store"))
-    else:
-        s3_env = request.getfixturevalue("s3").url_env
-        store_url = f"s3://evr1-frames/integrity-{uuid.uuid4().hex[:8]}"
+    store_url, s3_env = frame_store_for(request, tmp_path_factory, "integrity")
     env = {k: v for k, v in os.environ.items() if k not in TOKEN_VARS}
     env.update(s3_env, EVR1_HASH_INDEX_DIR=str(tmp_path_factory.mktemp("fs-server-index")),
                EVR1_FRAME_CACHE_TOKEN=READ, EVR1_FRAME_CACHE_WRITE_TOKEN=WRITE, EVR1_FRAME_CACHE_ADMIN_TOKEN=ADMIN)

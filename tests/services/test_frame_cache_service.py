@@ -6,7 +6,6 @@ import json
 import os
 import re
 import sys
-import uuid
 from pathlib import Path
 
 import httpx
@@ -21,7 +20,7 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
-from servers import wait_build
+from servers import frame_store_for, wait_build
 
 from easyvideor1.cache.blob import decode_blob
 from easyvideor1.cache.key import HashIndex, cache_key
@@ -59,12 +58,7 @@ def media(tmp_path_factory):
 
 @pytest.fixture(scope="module", params=["local", "s3"])
 def service(request, tmp_path_factory, media):
-    s3_env: dict[str, str] = {}
-    if request.param == "local":
-        store_url = str(tmp_path_factory.mktemp("fc-store"))
-    else:
-        s3_env = request.getfixturevalue("s3").url_env
-        store_url = f"s3://evr1-frames/svc-{uuid.uuid4().hex[:8]}"
+    store_url, s3_env = frame_store_for(request, tmp_path_factory, "svc")
     env = {**os.environ, **s3_env, "EVR1_HASH_INDEX_DIR": str(tmp_path_factory.mktemp("fc-server-index"))}
     server = FrameCacheServer(store_url, ["--build-workers", "1", "--build-processes", "1",
                                           "--data-roots", str(media["root"])], env=env)
