@@ -81,8 +81,8 @@ class RankActor:
     def run_update(self, items: list, steps: list[RankShard]) -> Any:
         return self._main(self.actor.run_update(items, steps))
 
-    def full_state_dict(self) -> Any:
-        return self._main(self.actor.full_state_dict())
+    def full_state_dict(self, dtype: Any = None) -> Any:
+        return self._main(self.actor.full_state_dict(dtype))
 
     def load_full_state_dict(self, state: dict) -> None:
         self.actor.load_full_state_dict(state)
@@ -177,8 +177,8 @@ class RayActorGroup(ActorGroup):
             refs.append(rank.run_update.remote([items[i] for i in needed], steps))
         return self._get(refs, "update")[0]
 
-    def full_state_dict(self) -> dict[str, Any]:
-        return self._all("full_state_dict")
+    def full_state_dict(self, dtype: Any = None) -> dict[str, Any]:
+        return self._all("full_state_dict", dtype)
 
     def load_full_state_dict(self, state: dict[str, Any]) -> None:
         self._all("load_full_state_dict", ray.put(state))

@@ -141,9 +141,15 @@ def main() -> None:
         items = items[:3]
     stats = actor._optimizer_step(items)  # its metrics are over all ranks already
     grads = full_grads(actor)
+    # The engine's copy (cast on the device, one tensor at a time) against the checkpoint's.
+    fp32, bf16 = actor.full_state_dict(), actor.full_state_dict(torch.bfloat16)
+    engine_copy_exact = set(fp32) == set(bf16) and all(
+        bf16[k].dtype == (torch.bfloat16 if v.is_floating_point() else v.dtype)
+        and torch.equal(bf16[k], v.to(bf16[k].dtype)) for k, v in fp32.items())
     if world.rank == 0:
         suffix = "-mixed" if os.environ.get("EVR1_FSDP_MIXED") == "1" else ""
-        torch.save({"loss": stats["actor/pg_loss"], "grads": grads},
+        torch.save({"loss": stats["actor/pg_loss"], "grads": grads, "engine_copy_exact": engine_copy_exact,
+                    "state_tensors": len(fp32)},
                    Path(out_dir) / f"world{world.world_size}-{precision}{suffix}.pt")
     if world.distributed:
         torch.distributed.barrier()

@@ -16,6 +16,8 @@ def test_two_ranks_match_one(tiny_model_dir, tmp_path, mixed):
     except TimeoutError as exc:
         pytest.fail(str(exc))
     assert sharded["loss"] == pytest.approx(single["loss"], rel=1e-5, abs=1e-7)
+    for world in (single, sharded):  # the bf16 copy for a weight push equals the cast checkpoint copy
+        assert world["state_tensors"] > 0 and world["engine_copy_exact"]
     assert set(sharded["grads"]) == set(single["grads"])
     vision = [n for n in single["grads"] if "visual" in n]
     assert vision and any(float(single["grads"][n].abs().sum()) > 0 for n in vision)

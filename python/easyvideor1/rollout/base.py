@@ -167,6 +167,11 @@ class RolloutEngine(abc.ABC):
     def generate(self, requests: Sequence[RolloutRequest], sampling: SamplingConfig) -> list[RolloutResult]:
         """``n`` responses per request, results in request order."""
 
+    @property
+    def weight_dtype(self) -> Any:
+        """The torch dtype pushed weights are kept in (None: as given)."""
+        return None
+
     @abc.abstractmethod
     def update_weights(self, weights: Mapping[str, Any] | str | Path, version: int) -> None:
         """Load a new policy (state dict, or a .safetensors file/directory) and record ``version``."""

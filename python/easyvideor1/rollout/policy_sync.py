@@ -27,6 +27,12 @@ log = get_logger(__name__)
 
 
 class PolicySync(ABC):
+    @property
+    def weight_dtype(self) -> Any:
+        """The torch dtype the receiver keeps the weights in, or None (as the actor has them):
+        the trainer casts on its device before the host copy."""
+        return None
+
     def before_update(self) -> None:
         """The step's rollouts are done; the actor computes next (no-op unless colocated)."""
         return None
@@ -90,6 +96,10 @@ class EnginePolicySync(PolicySync):
         self.asleep = False
         self.last_sync: dict[str, Any] = {}
         self._sleep_info: dict[str, Any] = {}
+
+    @property
+    def weight_dtype(self) -> Any:
+        return self.engine.weight_dtype
 
     def before_update(self) -> None:
         if not self.colocate or self.asleep:

@@ -42,7 +42,7 @@ from easyvideor1.rollout.vllm_common import (
     sleep_supported,
     vllm_prompt,
 )
-from easyvideor1.rollout.weights import tied_head_names, weight_payloads
+from easyvideor1.rollout.weights import tied_head_names, torch_dtype, weight_payloads
 
 log = get_logger(__name__)
 
@@ -70,6 +70,10 @@ class VLLMEngine(RolloutEngine):
     @property
     def dtype(self) -> str:
         return str(self._args["dtype"])
+
+    @property
+    def weight_dtype(self) -> Any:
+        return torch_dtype(self.dtype)
 
     def generate(self, requests: Sequence[RolloutRequest], sampling: SamplingConfig) -> list[RolloutResult]:
         if self._asleep:

@@ -398,13 +398,29 @@ class Actor(ActorGroup):
         return out
 
     # ---- weights --------------------------------------------------------------------------
-    def full_state_dict(self) -> dict[str, torch.Tensor]:
-        """Unsharded float32 CPU weights in Hugging Face names (for the engine and checkpoints)."""
+    def full_state_dict(self, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
+        """Unsharded CPU weights in Hugging Face names: float32 for checkpoints, or, with ``dtype``
+        (the engine's, for a weight push), floating tensors cast on the device before the host copy:
+        a bf16 engine's copy crosses PCIe at half the bytes and needs no cast on the CPU.
+
+        Sharded, only rank 0 receives the values (as DCP's ``cpu_offload`` gather does).
+        """
         if self.sharded:
             from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-            return get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-        return {k: v.detach().to("cpu") for k, v in self.model.state_dict().items()}
+            if dtype is None:
+                options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+                return get_model_state_dict(self.model, options=options)
+            # One full tensor on the device at a time (all ranks gather in the same order).
+            sharded = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=False))
+            out = {}
+            for name, value in sharded.items():
+                full = value.full_tensor() if hasattr(value, "full_tensor") else value
+                host = _to_host(full, dtype)
+                if self.world.rank == 0:
+                    out[name] = host
+            return out
+        return {k: _to_host(v, dtype) for k, v in self.model.state_dict().items()}
 
     def load_full_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         if self.sharded:
@@ -448,3 +464,10 @@ class Actor(ActorGroup):
             unwrapped.save_pretrained(out, state_dict={k: v.clone() for k, v in state.items()})
             processor.save_pretrained(out)
         return out
+
+
+def _to_host(tensor: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
+    tensor = tensor.detach()
+    if dtype is not None and tensor.is_floating_point() and tensor.dtype != dtype:
+        tensor = tensor.to(dtype)
+    return tensor.to("cpu")

@@ -22,8 +22,9 @@ class ActorGroup(ABC):
         """The PPO-style update over ``items`` (advantages and old log-probs set); its metrics."""
 
     @abstractmethod
-    def full_state_dict(self) -> dict[str, torch.Tensor]:
-        """The whole, unsharded policy (what the rollout engines load)."""
+    def full_state_dict(self, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
+        """The whole, unsharded policy (what the rollout engines load), floating tensors in
+        ``dtype`` when given (cast on the device), else as trained (float32)."""
 
     @abstractmethod
     def load_full_state_dict(self, state: dict[str, torch.Tensor]) -> None: ...

@@ -228,7 +228,7 @@ class RLTrainer:
         update = self.actor.update(items, seed=cfg.trainer.seed + self.step)
         update_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        state = self.actor.full_state_dict()
+        state = self.actor.full_state_dict(self.policy_sync.weight_dtype)
         self.policy_sync.push(state, self.step + 1)
         sync_s = time.perf_counter() - t0
         self.step += 1
@@ -349,7 +349,7 @@ class RLTrainer:
         set_rng_state(state["rng"])
         self.kl_ctrl.value = float(state.get("kl_coef", self.kl_ctrl.value))
         self.step = step
-        self.policy_sync.push(self.actor.full_state_dict(), step)
+        self.policy_sync.push(self.actor.full_state_dict(self.policy_sync.weight_dtype), step)
         event(log, "resumed", step=step, path=str(found))
 
     def export(self, out_dir: str | Path) -> Path:
