@@ -185,3 +185,118 @@ def markdown_table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(fmt(r.get(c, "")) for c in columns) + " |" for r in rows]
     return "\n".join(lines)
+
+
+# Qwen3-VL-8B-Instruct's shape (its config.json): the text and vision fields that size the model.
+QWEN3_VL_8B_TEXT = {"hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 36,
+                    "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
+                    "max_position_embeddings": 262144, "rms_norm_eps": 1e-6, "tie_word_embeddings": False,
+                    "rope_parameters": {"rope_type": "default", "rope_theta": 5000000.0,
+                                        "mrope_section": [24, 20, 20], "mrope_interleaved": True}}
+QWEN3_VL_8B_VISION = {"depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "num_heads": 16,
+                      "out_hidden_size": 4096, "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2,
+                      "num_position_embeddings": 2304, "deepstack_visual_indexes": [8, 16, 24],
+                      "hidden_act": "gelu_pytorch_tanh", "in_channels": 3}
+
+
+def scaled_config(tiny_dir: str | Path, text: dict[str, Any], vision: dict[str, Any], *, tie: bool) -> dict[str, Any]:
+    """A tiny model's config.json with the text/vision fields of a real size (its special-token
+    ids, tokenizer and processor stay the tiny model's: ids < 450)."""
+    cfg = json.loads((Path(tiny_dir) / "config.json").read_text())
+    cfg["text_config"] = {**cfg["text_config"], **text, "tie_word_embeddings": tie}
+    cfg["vision_config"] = {**cfg["vision_config"], **vision}
+    cfg["tie_word_embeddings"] = tie
+    return cfg
+
+
+def model_parameters(config: dict[str, Any]) -> int:
+    """Parameters of the model ``config`` describes, counted on the meta device (nothing allocated)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForImageTextToText
+
+    hf = AutoConfig.for_model(**config)
+    with torch.device("meta"):
+        model = AutoModelForImageTextToText.from_config(hf)
+    return sum(p.numel() for p in model.parameters())
+
+
+def write_random_checkpoint(out: str | Path, tiny_dir: str | Path, config: dict[str, Any], *, seed: int = 0
+                            ) -> dict[str, Any]:
+    """A bf16 random checkpoint of ``config`` at ``out`` with the tiny model's tokenizer and
+    processor: N(0, 0.02) for linear/conv/embedding weights, 1 for norms, 0 for biases (drawn on
+    the GPU when there is one); a tied head is not saved."""
+    import shutil
+
+    import torch
+    from safetensors.torch import save_file
+    from transformers import AutoConfig, AutoModelForImageTextToText
+
+    started = time.perf_counter()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for item in Path(tiny_dir).iterdir():
+        if item.is_file() and not item.name.endswith(".safetensors") and item.name not in (
+                "config.json", "model.safetensors.index.json"):
+            shutil.copy(item, out / item.name)
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    hf = AutoConfig.from_pretrained(out)
+    with torch.device("meta"):
+        model = AutoModelForImageTextToText.from_config(hf, dtype=torch.bfloat16)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    gen = torch.Generator(device).manual_seed(seed)
+    tensors: dict[str, torch.Tensor] = {}
+    seen: set[int] = set()
+    for mname, module in model.named_modules():
+        for pname, p in module.named_parameters(recurse=False):
+            if id(p) in seen:
+                continue
+            seen.add(id(p))
+            t = torch.empty(p.shape, dtype=torch.bfloat16, device=device)
+            if pname == "bias":
+                t.zero_()
+            elif isinstance(module, (torch.nn.Linear, torch.nn.Conv3d, torch.nn.Conv2d, torch.nn.Embedding)):
+                t.normal_(0.0, 0.02, generator=gen)
+            else:  # norms
+                t.fill_(1.0)
+            tensors[f"{mname}.{pname}" if mname else pname] = t.cpu()
+    if config.get("tie_word_embeddings"):
+        tensors.pop("lm_head.weight", None)
+    save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
+    return {"params": sum(t.numel() for t in tensors.values()), "seconds": round(time.perf_counter() - started, 1)}
+
+
+def host_available_bytes() -> int:
+    """MemAvailable of /proc/meminfo: what the host can still give this process."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("/proc/meminfo has no MemAvailable line")
+
+
+def host_peak_gib() -> float:
+    """This process's peak resident memory (ru_maxrss, KiB on Linux)."""
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2)
+
+
+def _encode_clip(job: tuple[str, float, int, int, int]) -> str:
+    from easyvideor1.data.synth import make_long_video  # PyAV: imported where a clip is written
+
+    path, seconds, width, height, seed = job
+    return str(make_long_video(path, seconds=seconds, fps=30, width=width, height=height, seed=seed))
+
+
+def encode_clips(paths: list[Path], *, seconds: float, width: int, height: int, workers: int = 8) -> dict[str, Any]:
+    """Real H.264 clips (30 fps, ``data.synth.make_long_video``, seed = position), one process
+    per clip: call it before CUDA or vLLM exist in this process (the pool forks)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    started = time.perf_counter()
+    for path in paths:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    jobs = [(str(p), seconds, width, height, k) for k, p in enumerate(paths)]
+    with ProcessPoolExecutor(max_workers=max(1, min(len(jobs), workers))) as pool:
+        list(pool.map(_encode_clip, jobs))
+    return {"clips": len(paths), "seconds_each": seconds, "size": f"{height}x{width}",
+            "encode_s": round(time.perf_counter() - started, 1), "bytes": sum(p.stat().st_size for p in paths)}

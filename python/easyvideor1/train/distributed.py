@@ -66,12 +66,19 @@ def wrap_fsdp(model: torch.nn.Module, cfg: FSDPConfig, world: World) -> torch.nn
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 
+    if not dist.is_initialized() and world.world_size == 1:
+        # fsdp.enable=on in a single process (e.g. for fsdp.cpu_offload on one GPU): the device
+        # mesh needs a process group, and no torchrun env vars are there to rendezvous with. Gloo
+        # for CPU tensors too: offloaded gradients are CPU DTensors (the grad-norm reduction).
+        dist.init_process_group("cuda:nccl,cpu:gloo" if world.device.type == "cuda" else "gloo",
+                                store=dist.HashStore(), rank=0, world_size=1)
     mesh = init_device_mesh(world.device.type, (world.world_size,))
     kwargs: dict[str, Any] = {"mesh": mesh}
     if world.device.type == "cuda" and cfg.mixed_precision == "bf16":
         kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     if cfg.cpu_offload:
-        kwargs["offload_policy"] = CPUOffloadPolicy()
+        # Pinned host memory needs an accelerator (on a CPU device offloading moves nothing).
+        kwargs["offload_policy"] = CPUOffloadPolicy(pin_memory=world.device.type == "cuda")
     for unit in _shard_units(model):
         fully_shard(unit, **kwargs)
     fully_shard(model, **kwargs)
