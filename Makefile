@@ -36,3 +36,13 @@ demo-distributed: setup
 	$(VENV)/bin/evr1 up --dir .evr1 --model demo_out/tiny-qwen2_5_vl && \
 	( $(VENV)/bin/evr1 demo --out demo_out --distributed $(DEMO_ARGS); rc=$$?; \
 	  $(VENV)/bin/evr1 down --dir .evr1; exit $$rc )
+
+# veRL and TRL for tests/interop: --no-deps into a folder outside the venv's site-packages, so
+# the pinned stack never changes (requirements/interop.txt; docs/integrations.md).
+INTEROP := $(VENV)/interop
+test: $(INTEROP)/.installed
+interop: $(INTEROP)/.installed
+$(INTEROP)/.installed: requirements/interop.txt | setup
+	@rm -rf $(INTEROP); echo "installing veRL/TRL for tests/interop into $(INTEROP)"; \
+	$(VENV)/bin/pip install -q --no-deps --target $(INTEROP) -r $< 2>&1 | { grep -v "neither a file nor a directory" || true; }; \
+	test $${PIPESTATUS[0]} -eq 0 && rm -rf $(INTEROP)/tests $(INTEROP)/scripts && touch $@

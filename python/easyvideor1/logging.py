@@ -1,4 +1,20 @@
-"""Structured logging: one line per event, ``key=value`` pairs after the event name."""
+"""Structured logging: one line per event, ``key=value`` pairs after the event name.
+
+Library use (and services): ``get_logger`` sends the project's records to stderr, as it
+always did. The long-running commands (``evr1 demo|train|eval|up``, ``cache build``,
+``data prepare``) call :func:`setup_console` instead, which routes every record, the
+project's and third-party ones (vLLM, Ray, transformers, urllib3, httpx, Python warnings), to
+
+- the console: WARNING and above from everyone, each distinct message once (repeats are
+  counted and summed up by :func:`finish_console`), and the project's INFO events unless a
+  progress bar is the console right now (easyvideor1/console.py); with ``verbose``, everything;
+- the run's log file (:func:`attach_log_file`): everything, including what came before the
+  command knew its run directory (kept in memory until then).
+
+vLLM installs its own stream handler; :func:`setup_console` points ``VLLM_LOGGING_CONFIG_PATH``
+at a config whose only handler is :func:`vllm_handler`, so vLLM's records join the others, in
+this process and in an engine-core process it spawns (which inherits the environment).
+"""
 
 from __future__ import annotations
 
@@ -6,20 +22,28 @@ import json
 import logging
 import os
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
 _CONFIGURED = False
+_STDERR_HANDLER: logging.Handler | None = None
+_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+# The environment of a console-mode process, read again by the processes it spawns.
+ENV_CONSOLE, ENV_VERBOSE, ENV_RUN_LOG = "EVR1_CONSOLE", "EVR1_VERBOSE", "EVR1_RUN_LOG"
+_BUFFER_LIMIT = 50_000  # records kept until the run's log file is known
 
 
 def get_logger(name: str) -> logging.Logger:
-    global _CONFIGURED
+    global _CONFIGURED, _STDERR_HANDLER
     if not _CONFIGURED:
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+        handler.setFormatter(logging.Formatter(_FORMAT))
         root = logging.getLogger("easyvideor1")
         root.addHandler(handler)
         root.setLevel(os.environ.get("EVR1_LOG_LEVEL", "INFO").upper())
         root.propagate = False
+        _STDERR_HANDLER = handler
         _CONFIGURED = True
     return logging.getLogger(name if name.startswith("easyvideor1") else f"easyvideor1.{name}")
 
@@ -31,3 +55,279 @@ def event(logger: logging.Logger, name: str, level: int = logging.INFO, **fields
         text = value if isinstance(value, str) and value and " " not in value and "=" not in value else None
         parts.append(f"{key}={text if text is not None else json.dumps(value, default=str)}")
     logger.log(level, " ".join(parts))
+
+
+# ---- console mode -----------------------------------------------------------------------------
+
+
+def repeat_key(record: logging.LogRecord) -> tuple[str, str]:
+    """What makes two records "the same message": the logger and the message template (a
+    project event: its name), so one warning per layer or per sample is one message."""
+    template = record.msg if isinstance(record.msg, str) else str(record.msg)
+    if record.name == "py.warnings":  # logged as "%s": the warning itself is the message
+        template = record.getMessage()
+    elif record.name.startswith("easyvideor1") and not record.args:
+        template = template.split(" ", 1)[0]
+    return record.name, template
+
+
+class ConsoleHandler(logging.Handler):
+    """The console of a long-running command (see the module docstring)."""
+
+    def __init__(self, verbose: bool = False):
+        super().__init__(logging.DEBUG if verbose else logging.INFO)
+        self.verbose = verbose
+        self.setFormatter(logging.Formatter(_FORMAT))
+        self.repeats: dict[tuple[str, str], list[Any]] = {}  # key -> [times repeated, first text]
+
+    def shows(self, record: logging.LogRecord) -> bool:
+        from easyvideor1 import console
+
+        if self.verbose or record.levelno >= logging.WARNING:
+            return True
+        return (
+            record.name.startswith("easyvideor1")
+            and record.levelno >= logging.INFO
+            and not console.job_active()
+        )
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from easyvideor1 import console
+
+        try:
+            if not self.shows(record):
+                return
+            text = self.format(record)
+            if record.name == "py.warnings" and not self.verbose:
+                text = text.splitlines()[0]  # the warning, without the source line quoted under it
+            if record.levelno >= logging.WARNING and not self.verbose:
+                seen = self.repeats.get(repeat_key(record))
+                if seen is not None:
+                    seen[0] += 1
+                    return
+                self.repeats[repeat_key(record)] = [0, record.getMessage().splitlines()[0][:160]]
+            console.write(text)
+        except Exception:  # a console that cannot print must not stop the run
+            self.handleError(record)
+
+    def summary(self, log_file: Path | None) -> list[str]:
+        repeated = sorted((v for v in self.repeats.values() if v[0]), key=lambda v: -v[0])
+        if not repeated:
+            return []
+        where = f"all of them are in {log_file}" if log_file else "`evr1 --verbose` shows all of them"
+        lines = [
+            f"evr1: {len(repeated)} warning(s) were repeated {sum(v[0] for v in repeated)} more time(s), "
+            f"shown once above ({where}):"
+        ]
+        lines += [f"  {count}x more: {text}" for count, text in repeated[:10]]
+        if len(repeated) > 10:
+            lines.append(f"  ... and {len(repeated) - 10} more repeated warning(s)")
+        return lines
+
+
+class _Buffer(logging.Handler):
+    """Records from before the run's log file is known (start-up, config, the model build)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if len(self.records) < _BUFFER_LIMIT:
+            self.records.append(record)
+
+
+class _State:
+    def __init__(self, console: ConsoleHandler, buffer: _Buffer, saved: dict[str, Any]):
+        self.console, self.buffer, self.saved = console, buffer, saved
+        self.file: logging.FileHandler | None = None
+        self.file_path: Path | None = None
+        self.pinned = False
+
+
+_STATE: _State | None = None
+
+
+def _vllm_config_file() -> Path:
+    level = os.environ.get("VLLM_LOGGING_LEVEL") or "INFO"
+    config = {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "handlers": {"evr1": {"()": "easyvideor1.logging.vllm_handler"}},
+        "loggers": {"vllm": {"handlers": ["evr1"], "level": level.upper(), "propagate": False}},
+    }
+    text = json.dumps(config, indent=1)
+    path = Path(tempfile.gettempdir()) / f"evr1-vllm-logging-{level.lower()}.json"
+    if not path.is_file() or path.read_text() != text:
+        partial = path.with_name(f"{path.name}.{os.getpid()}")
+        partial.write_text(text)
+        partial.replace(path)  # concurrent commands write the same text: any complete copy will do
+    return path
+
+
+def setup_console(verbose: bool = False) -> None:
+    """Console mode for this process (see the module docstring); :func:`finish_console` undoes it."""
+    global _STATE
+    if _STATE is not None:
+        return
+    get_logger("easyvideor1")  # the library's own handler exists, so it can be taken off
+    root, project = logging.getLogger(), logging.getLogger("easyvideor1")
+    saved: dict[str, Any] = {
+        "root_level": root.level,
+        "project_level": project.level,
+        "project_propagate": project.propagate,
+        "env": {},
+    }
+    if _STDERR_HANDLER is not None:
+        project.removeHandler(_STDERR_HANDLER)
+    project.propagate = True
+    project.setLevel(os.environ.get("EVR1_LOG_LEVEL", "DEBUG").upper())
+    root.setLevel(logging.INFO)  # third-party DEBUG stays off even in the file (urllib3, asyncio, ...)
+    console, buffer = ConsoleHandler(verbose), _Buffer()
+    root.addHandler(console)
+    root.addHandler(buffer)
+    logging.captureWarnings(True)
+    _STATE = _State(console, buffer, saved)
+
+    def setenv(key: str, value: str, *, only_if_unset: bool = True) -> None:
+        if only_if_unset and key in os.environ:
+            return
+        saved["env"].setdefault(key, os.environ.get(key))
+        os.environ[key] = value
+
+    setenv(ENV_CONSOLE, "1", only_if_unset=False)
+    setenv(ENV_VERBOSE, "1" if verbose else "0", only_if_unset=False)
+    user_vllm = "VLLM_LOGGING_CONFIG_PATH" in os.environ or os.environ.get("VLLM_CONFIGURE_LOGGING") == "0"
+    if not user_vllm:
+        setenv("VLLM_LOGGING_CONFIG_PATH", str(_vllm_config_file()))
+        _adopt_vllm_logger()
+    if not verbose:
+        # Library download/load bars (hub, transformers' "Loading weights"): not a job of the command.
+        setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        if "huggingface_hub" in sys.modules:
+            sys.modules["huggingface_hub"].utils.disable_progress_bars()
+    if not _console_is_tty():
+        # tqdm bars of the library (the eval pipeline, cache builds) redraw at most every 5 s in logs.
+        setenv("TQDM_MININTERVAL", "5")
+
+
+def _console_is_tty() -> bool:
+    from easyvideor1.console import is_tty
+
+    return is_tty(sys.stderr)
+
+
+def _adopt_vllm_logger() -> None:
+    """vLLM imported before console mode (by a command module) configured its own handler."""
+    if "vllm" not in sys.modules:
+        return
+    logger = logging.getLogger("vllm")
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+    logger.addHandler(vllm_handler())
+    logger.propagate = False
+
+
+class _Forward(logging.Handler):
+    """vLLM's handler in console mode: its records go to the root logger's handlers."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        for handler in logging.getLogger().handlers:
+            if record.levelno >= handler.level:
+                handler.handle(record)
+
+
+def vllm_handler() -> logging.Handler:
+    """Named by the vLLM logging config of :func:`setup_console`. In a process that vLLM spawned
+    (an engine core) console mode is set up here first, from the environment."""
+    if _STATE is None and os.environ.get(ENV_CONSOLE) == "1":
+        setup_console(verbose=os.environ.get(ENV_VERBOSE) == "1")
+        if os.environ.get(ENV_RUN_LOG):
+            attach_log_file(os.environ[ENV_RUN_LOG])
+    return _Forward()
+
+
+def attach_log_file(path: str | Path, *, pinned: bool = False) -> Path | None:
+    """Write every record (and those kept since start-up) to ``path``; None outside console mode.
+    ``pinned``: the user's ``--log-file``, which a command's own default does not replace."""
+    if _STATE is None:
+        return None
+    if _STATE.pinned:
+        return _STATE.file_path
+    _STATE.pinned = pinned
+    path = Path(path).resolve()
+    if _STATE.file_path == path:
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, mode="a", encoding="utf-8")
+    handler.setLevel(logging.DEBUG)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s %(message)s"))
+    root = logging.getLogger()
+    if _STATE.file is not None:
+        root.removeHandler(_STATE.file)
+        _STATE.file.close()
+    if _STATE.buffer in root.handlers:
+        root.removeHandler(_STATE.buffer)
+        for record in _STATE.buffer.records:
+            handler.handle(record)
+        _STATE.buffer.records.clear()
+    root.addHandler(handler)
+    _STATE.file, _STATE.file_path = handler, path
+    _STATE.saved["env"].setdefault(ENV_RUN_LOG, os.environ.get(ENV_RUN_LOG))
+    os.environ[ENV_RUN_LOG] = str(path)
+    return path
+
+
+def service_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` (a copy of this process's environment) without what console mode put there: for
+    the long-lived services a command starts (`evr1 up`), whose logs keep every line."""
+    if _STATE is None:
+        return env
+    env = dict(env)
+    for key, value in _STATE.saved["env"].items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+def log_file() -> Path | None:
+    return None if _STATE is None else _STATE.file_path
+
+
+def finish_console() -> list[str]:
+    """Print the repeated-warnings summary, close the log file and leave console mode (the
+    environment and the loggers as they were). Returns the summary lines."""
+    global _STATE
+    if _STATE is None:
+        return []
+    state, _STATE = _STATE, None
+    lines = state.console.summary(state.file_path)
+    if lines:
+        from easyvideor1 import console
+
+        console.write("\n".join(lines))
+    root, project = logging.getLogger(), logging.getLogger("easyvideor1")
+    for handler in (state.console, state.buffer, state.file):
+        if handler is not None and handler in root.handlers:
+            root.removeHandler(handler)
+    if state.file is not None:
+        state.file.close()
+    logging.captureWarnings(False)
+    vllm = logging.getLogger("vllm")
+    if any(isinstance(h, _Forward) for h in vllm.handlers):
+        for handler in [h for h in vllm.handlers if isinstance(h, _Forward)]:
+            vllm.removeHandler(handler)
+        vllm.propagate = True  # to whatever handles the root logger now
+    root.setLevel(state.saved["root_level"])
+    project.setLevel(state.saved["project_level"])
+    project.propagate = state.saved["project_propagate"]
+    if _STDERR_HANDLER is not None and _STDERR_HANDLER not in project.handlers:
+        project.addHandler(_STDERR_HANDLER)
+    for key, value in state.saved["env"].items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    return lines

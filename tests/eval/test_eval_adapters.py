@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from eval_fixtures import WRITERS, perfect_response, wrong_response
+from eval_fixtures import WRITERS, load_checked, perfect_response, wrong_response
 
-from easyvideor1.eval import ScoringContext, benchmark_names, get_benchmark
+from easyvideor1.eval import ScoringContext, benchmark_names
 from easyvideor1.eval.pipeline import scored_record, zero_values
 from easyvideor1.eval.types import failure_record
 
@@ -16,14 +16,6 @@ ALL = sorted(WRITERS)
 def test_every_registered_benchmark_has_a_fixture():
     assert benchmark_names() == ALL
     assert len(ALL) == 24
-
-
-def load(bench_fixtures, name):
-    root, counts = bench_fixtures
-    bench = get_benchmark(name)
-    items = bench.load(root / name)
-    assert len(items) == counts[name]
-    return bench, items
 
 
 def records(bench, items, responses, ctx=CTX):
@@ -40,7 +32,7 @@ def primary(record):
 
 @pytest.mark.parametrize("name", ALL)
 def test_adapter_scores_right_and_wrong_answers(bench_fixtures, name):
-    bench, items = load(bench_fixtures, name)
+    bench, items = load_checked(bench_fixtures, name)
     assert len({item.id for item in items}) == len(items)
     for item in items:
         assert item.benchmark == name and item.source
@@ -60,7 +52,7 @@ def test_adapter_scores_right_and_wrong_answers(bench_fixtures, name):
 
 @pytest.mark.parametrize("name", ALL)
 def test_failed_items_stay_in_the_denominator(bench_fixtures, name):
-    bench, items = load(bench_fixtures, name)
+    bench, items = load_checked(bench_fixtures, name)
     right = records(bench, items[1:], [perfect_response(i) for i in items[1:]])
     failed = failure_record(
         items[0], "media", "MediaDecodeError: corrupt", **zero_values(bench, items[0], CTX)
@@ -78,24 +70,24 @@ def test_failed_items_stay_in_the_denominator(bench_fixtures, name):
 
 
 def test_mc_answers_map_to_letters(bench_fixtures):
-    _, items = load(bench_fixtures, "mvbench")
+    _, items = load_checked(bench_fixtures, "mvbench")
     assert [i.answer for i in items] == ["B", "B", "C"]  # candidate text -> its letter
     assert items[0].options == ("A. Sat down.", "B. Stood up.")
-    _, items = load(bench_fixtures, "longvideobench")
+    _, items = load_checked(bench_fixtures, "longvideobench")
     assert items[0].answer == "C" and items[0].categories["duration_group"] == 15
-    _, items = load(bench_fixtures, "tempcompass")
+    _, items = load_checked(bench_fixtures, "tempcompass")
     by_task = {i.categories["task_type"]: i for i in items}
     assert (
         by_task["caption_matching"].answer == "A"
         and by_task["caption_matching"].options[0] == "A. a square moves right"
     )
     assert by_task["yes_no"].problem_type == "boolean"
-    _, items = load(bench_fixtures, "minerva")
+    _, items = load_checked(bench_fixtures, "minerva")
     assert items[0].answer == "B" and len(items[0].options) == 5
 
 
 def test_mvbench_headline_is_the_mean_over_tasks(bench_fixtures):
-    bench, items = load(bench_fixtures, "mvbench")
+    bench, items = load_checked(bench_fixtures, "mvbench")
     # action_sequence: 1/1 right; moving_direction: 1/2 right -> micro 2/3, task mean 3/4.
     summary = bench.aggregate(
         records(
@@ -109,7 +101,7 @@ def test_mvbench_headline_is_the_mean_over_tasks(bench_fixtures):
 
 
 def test_lvbench_counts_an_item_in_each_of_its_types(bench_fixtures):
-    bench, items = load(bench_fixtures, "lvbench")
+    bench, items = load_checked(bench_fixtures, "lvbench")
     summary = bench.aggregate(
         records(bench, items, [perfect_response(items[0]), wrong_response(items[1])]), CTX
     )
@@ -121,13 +113,13 @@ def test_lvbench_counts_an_item_in_each_of_its_types(bench_fixtures):
 
 
 def test_motionbench_reports_unlabelled_rows(bench_fixtures):
-    bench, items = load(bench_fixtures, "motionbench")
+    bench, items = load_checked(bench_fixtures, "motionbench")
     summary = bench.aggregate(records(bench, items, [perfect_response(i) for i in items]), CTX)
     assert any("without a ground-truth answer" in note for note in summary["notes"])
 
 
 def test_videomme_v2_non_linear_group_score(bench_fixtures):
-    bench, items = load(bench_fixtures, "videomme_v2")
+    bench, items = load_checked(bench_fixtures, "videomme_v2")
     # Group 1 (consistency): 3 of 4 right -> (3/4)^2. Group 2 (coherence): right, wrong, right, right
     # -> truncated after the first -> (1/4)^2.
     pattern = [True, True, True, False, True, False, True, True]
@@ -139,7 +131,7 @@ def test_videomme_v2_non_linear_group_score(bench_fixtures):
 
 
 def test_vsibench_overall_merges_relative_direction(bench_fixtures):
-    bench, items = load(bench_fixtures, "vsibench")
+    bench, items = load_checked(bench_fixtures, "vsibench")
     counting, easy, hard = items
     assert counting.problem_type == "regression" and easy.answer == "B" and hard.answer == "A"
     # counting: 4.5 vs 4 -> |err|/gt = 0.125 < 1 - θ for θ in 0.50..0.85 -> MRA 0.8.
@@ -152,7 +144,7 @@ def test_vsibench_overall_merges_relative_direction(bench_fixtures):
 
 
 def test_charades_recall_at_thresholds_and_miou(bench_fixtures):
-    bench, items = load(bench_fixtures, "charades_sta")
+    bench, items = load_checked(bench_fixtures, "charades_sta")
     # Item 1 truth [0.5, 1.5]: [0.5, 1.0] -> IoU 0.5. Item 2 truth [0, 1]: [0, 0.4] -> IoU 0.4.
     rs = records(bench, items, ["<answer>[0.5, 1.0]</answer>", "<answer>from 0 to 0.4 seconds</answer>"])
     summary = bench.aggregate(rs, CTX)
@@ -167,7 +159,7 @@ def test_charades_recall_at_thresholds_and_miou(bench_fixtures):
 
 
 def test_stvg_viou_on_the_frames_seen(bench_fixtures):
-    bench, items = load(bench_fixtures, "stvg")
+    bench, items = load_checked(bench_fixtures, "stvg")
     item = items[0]
     truth_boxes = item.answer["boxes"]
     # Right interval, boxes only on the first half of the truth frames: vIoU = 3/5 over the truth frames.
@@ -180,7 +172,7 @@ def test_stvg_viou_on_the_frames_seen(bench_fixtures):
 
 
 def test_ovobench_groups_and_overall(bench_fixtures):
-    bench, items = load(bench_fixtures, "ovobench")
+    bench, items = load_checked(bench_fixtures, "ovobench")
     by_task = [i.categories["task"] for i in items]
     assert by_task == ["EPM", "OCR", "REC", "REC", "CRR"]
     assert items[2].answer == "1" and items[4].answer == "no"
@@ -201,7 +193,7 @@ def test_ovobench_groups_and_overall(bench_fixtures):
 
 
 def test_videomathqa_mbin_needs_every_pair(bench_fixtures):
-    bench, items = load(bench_fixtures, "videomathqa")
+    bench, items = load_checked(bench_fixtures, "videomathqa")
     mcq, pair0, pair1 = items
     assert pair0.options == ("A. 16", "B. 4") and pair0.answer == "A"
     assert pair1.options == ("A. 8", "B. 16") and pair1.answer == "B"
@@ -214,7 +206,7 @@ def test_videomathqa_mbin_needs_every_pair(bench_fixtures):
 
 
 def test_mlvu_m_avg_and_g_avg_stay_apart(bench_fixtures):
-    bench, items = load(bench_fixtures, "mlvu")
+    bench, items = load_checked(bench_fixtures, "mlvu")
     summary = bench.aggregate(
         records(
             bench, items, [perfect_response(items[0]), wrong_response(items[1]), perfect_response(items[2])]
@@ -228,19 +220,19 @@ def test_mlvu_m_avg_and_g_avg_stay_apart(bench_fixtures):
 
 
 def test_open_ended_fallback_is_strict(bench_fixtures):
-    bench, items = load(bench_fixtures, "videoreasonbench")
-    item = items[0]  # answer "right"
-    assert scored_record(bench, item, "<answer>Right.</answer>", CTX)["values"]["accuracy"] == 1.0
-    record = scored_record(bench, item, "<answer>it ends on the right side</answer>", CTX)
+    bench, items = load_checked(bench_fixtures, "videoreasonbench")
+    item = items[0]  # answer "1: (a,3)"
+    assert scored_record(bench, item, "<answer>1: (A,3).</answer>", CTX)["values"]["accuracy"] == 1.0
+    record = scored_record(bench, item, "<answer>one time, at (a,3)</answer>", CTX)
     assert record["values"]["accuracy"] == 0.0 and record["scoring"] == "fallback"
 
 
 def test_judge_scores_open_answers_over_http(bench_fixtures, judge_server):
     ctx = ScoringContext(judge={"base_url": judge_server.url, "model": "overlap", "retries": 0})
-    bench, items = load(bench_fixtures, "mmvu")
+    bench, items = load_checked(bench_fixtures, "mmvu")
     mc, open_item = items
     before = judge_server.app.state.requests
-    good = scored_record(bench, open_item, "<answer>a square</answer>", ctx)
+    good = scored_record(bench, open_item, "<answer>a dolly zoom</answer>", ctx)
     bad = scored_record(bench, open_item, "<answer>a purple elephant dancing</answer>", ctx)
     assert good["scoring"] == "judge" and good["values"] == {"accuracy": 1.0}
     assert bad["values"] == {"accuracy": 0.0} and bad["details"]["judge_score"] < 0.5

@@ -10,12 +10,11 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 
 import pytest
-from eval_fixtures import SIZE, WRITERS, small_config
+from eval_fixtures import SIZE, WRITERS, eval_cli_command, small_config
 
 from easyvideor1.eval import run_eval
 from easyvideor1.eval.results import read_results
@@ -26,35 +25,11 @@ def cli_run(bench_fixtures, tiny_model, tmp_path_factory):
     root, _ = bench_fixtures
     out = tmp_path_factory.mktemp("cli") / "run"
     pixels = [str(28 * 28), str(SIZE * SIZE)]
-    command = [
-        sys.executable,
-        "-m",
-        "easyvideor1.cli.main",
-        "eval",
-        "--model",
+    command = eval_cli_command(
         tiny_model,
-        "--benchmarks",
         ",".join(WRITERS),
-        "--data-root",
-        str(root),
-        "--out",
-        str(out),
-        "--max-in-flight",
-        "2",
-        "--io-workers",
-        "1",
-        "--max-tokens",
-        "8",
-        "--fps",
-        "2",
-        "--min-frames",
-        "2",
-        "--max-frames",
-        "4",
-        "--min-pixels",
-        pixels[0],
-        "--max-pixels",
-        pixels[1],
+        root,
+        out,
         "--image-min-pixels",
         pixels[0],
         "--image-max-pixels",
@@ -62,7 +37,7 @@ def cli_run(bench_fixtures, tiny_model, tmp_path_factory):
         "--max-model-len",
         "2048",
         "--no-progress",
-    ]
+    )
     log_path = out.parent / "cli.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(

@@ -161,7 +161,7 @@ def test_verl_adapter_in_process_and_over_http(server, monkeypatch):
     cases = _verl_cases()
     local = [adapters.compute_score(*case) for case in cases]
     assert [d["score"] for d in local[:4]] == [1.0, 1.0, 1.0, 1.0]
-    assert local[4] == {"score": 0.0, "accuracy": 0.0, "format": 0.0}
+    assert local[4] == {"score": 0.0, "accuracy": 0.0, "format": 0.0, "reward/errors": 1.0}
     assert adapters.compute_score(*cases[0], return_dict=False) == 1.0
     monkeypatch.setenv("EVR1_REWARD_URL", server.url)
     remote = [adapters.compute_score(data_source=c[0], solution_str=c[1], ground_truth=c[2], extra_info=c[3],

@@ -226,7 +226,8 @@ class FrameLoader:
             frames, metadata = decode_media(path, params)
         seconds = time.perf_counter() - started
         self._count(misses=1, decode_seconds=seconds)
-        event(_log, "frame_cache_miss", path=path, key=key.key, kind=key.kind, reason=reason,
+        # One per decoded file (the counts are in stats()): the run's log, not the console.
+        event(_log, "frame_cache_miss", logging.DEBUG, path=path, key=key.key, kind=key.kind, reason=reason,
               seconds=round(seconds, 4))
         return frames, metadata
 
@@ -294,7 +295,7 @@ class FrameLoader:
             raise BlobUnavailableError(f"{where}: {reason}, and its raw file cannot be used: {exc}") from None
         seconds = time.perf_counter() - started
         self._count(misses=1, on_the_fly=1, by_key=1, decode_seconds=seconds)
-        event(_log, "frame_cache_miss", path=path, key=key, kind=actual.kind, reason=reason,
+        event(_log, "frame_cache_miss", logging.DEBUG, path=path, key=key, kind=actual.kind, reason=reason,
               seconds=round(seconds, 4))
         return frames, metadata
 

@@ -44,6 +44,7 @@ from easyvideor1.cli._procs import (
 from easyvideor1.config import RunConfig, dump_config, load_config
 from easyvideor1.config.loader import validate_config
 from easyvideor1.errors import EasyVideoR1Error
+from easyvideor1.logging import attach_log_file, service_env
 
 ORDER = ("redis", "s3", "ray", "frame_cache", "reward", "rollout")
 STATE_FILE = "cluster.json"
@@ -188,7 +189,7 @@ def _wait(name: str, key: str, record: dict, ready: Callable[[], bool], timeout:
 
 
 def _env(state: dict[str, Any]) -> dict[str, str]:
-    env = dict(os.environ)
+    env = service_env(dict(os.environ))  # the services' logs keep every line: not in console mode
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # ray jobs run this python
     env.update({"RAY_USAGE_STATS_ENABLED": "0", "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1",
                 "EVR1_CLUSTER_FILE": str(Path(state["dir"]) / STATE_FILE), "RAY_AUTH_MODE": ray_auth_mode()})
@@ -270,8 +271,14 @@ def failure_report(exc: ServiceFailed, root: Path, stopped: str) -> str:
     return "\n".join(out)
 
 
-def _start(state: dict[str, Any], path: Path, args: Any, binaries: dict[str, str], base: RunConfig) -> None:
+def _start(state: dict[str, Any], path: Path, args: Any, binaries: dict[str, str], base: RunConfig,
+           progress: Any = None) -> None:
     root, logs = Path(state["dir"]), Path(state["dir"]) / "logs"
+
+    def wait(name: str, key: str, record: dict, ready: Callable[[], bool], timeout: float) -> None:
+        _wait(name, key, record, ready, timeout)
+        if progress is not None:
+            progress.update(1, ready=key)
     services, defaults = state["services"], state["defaults"]
     evr1 = [sys.executable, "-m", "easyvideor1.cli.main"]
 
@@ -325,9 +332,9 @@ def _start(state: dict[str, Any], path: Path, args: Any, binaries: dict[str, str
             build_tiny_model("qwen2_5_vl", model, seed=0)
     state["model"] = str(Path(model).resolve())
 
-    _wait("redis", "redis", redis, lambda: port_open(redis_port), 30)
-    _wait("SeaweedFS S3", "s3", s3, lambda: _s3_ready(state["s3"]), args.timeout)
-    _wait("Ray head", "ray", ray,
+    wait("redis", "redis", redis, lambda: port_open(redis_port), 30)
+    wait("SeaweedFS S3", "s3", s3, lambda: _s3_ready(state["s3"]), args.timeout)
+    wait("Ray head", "ray", ray,
           lambda: _http_ok(f"{ray['dashboard']}/api/version", ray_auth_headers(ray_auth_mode())), args.timeout)
 
     env = _env(state)
@@ -345,14 +352,14 @@ def _start(state: dict[str, Any], path: Path, args: Any, binaries: dict[str, str
     reward = started("reward", spawn([*evr1, "serve", "reward", "--config", str(run_yaml)],
                                      log_path=logs / "reward.log", env=env))
     reward.update(port=reward_port, url=urls["reward"])
-    _wait("frame-cache service", "frame_cache", frame_cache, lambda: _http_ok(f"{frame_cache['url']}/readyz"),
+    wait("frame-cache service", "frame_cache", frame_cache, lambda: _http_ok(f"{frame_cache['url']}/readyz"),
           args.timeout)
-    _wait("reward service", "reward", reward, lambda: _http_ok(f"{reward['url']}/readyz"), args.timeout)
+    wait("reward service", "reward", reward, lambda: _http_ok(f"{reward['url']}/readyz"), args.timeout)
 
     rollout = started("rollout", spawn([*evr1, "serve", "rollout", "--config", str(run_yaml)],
                                        log_path=logs / "rollout.log", env=env))
     rollout.update(port=serve_port, url=urls["rollout"])
-    _wait("rollout pool", "rollout", rollout, lambda: "rollout_pool_ready" in log_text(rollout), args.timeout)
+    wait("rollout pool", "rollout", rollout, lambda: "rollout_pool_ready" in log_text(rollout), args.timeout)
     defaults.update(queue_url=redis["url"], namespace=args.namespace, weights_store=WEIGHTS_STORE,
                     frame_cache_url=frame_cache["url"], reward_url=reward["url"], ray_address=ray["url"],
                     dashboard_url=ray["dashboard"], rollout_url=rollout["url"], run_config=str(run_yaml))
@@ -415,9 +422,14 @@ def up(args: Any) -> int:
     binaries = find_binaries()
     _check_ports(args)
     _save(path, state)
+    attach_log_file(root / "logs" / "evr1-up.log")  # this command's own lines; each service has its log
+    from easyvideor1.console import Progress
+
+    progress = Progress("evr1 up", total=len(ORDER), unit="service", every_fraction=0.0)
     try:
-        _start(state, path, args, binaries, base)
+        _start(state, path, args, binaries, base, progress)
     except BaseException as exc:
+        progress.close()
         left = _stop_all(state, path, grace=10)
         stopped = ("evr1 up stopped everything it had started" if not left
                    else f"processes still alive after SIGKILL: {left}")
@@ -427,6 +439,7 @@ def up(args: Any) -> int:
             raise
         detail = str(exc) if isinstance(exc, EasyVideoR1Error) else f"{type(exc).__name__}: {exc}"
         raise ClusterError(f"evr1 up failed: {detail}\n({stopped}; logs in {root / 'logs'})") from exc
+    progress.close()
     state["state"] = "up"
     _save(path, state)
     print(_summary(state), flush=True)

@@ -1,12 +1,21 @@
-"""``evr1 data``: validate and prepare data files, generate synthetic tasks and benchmark videos."""
+"""``evr1 data``: validate, convert, export and prepare data files, generate synthetic tasks and benchmark videos."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from easyvideor1.config.cli import add_config_arguments, config_from_args
-from easyvideor1.data.loader import validate_file
+from easyvideor1.data.convert import (
+    EXPORT_FORMATS,
+    FROM_FORMATS,
+    bare_prompt,
+    export_trl,
+    export_verl,
+    read_samples,
+)
+from easyvideor1.data.loader import validate_file, write_samples
 from easyvideor1.data.synth import DEFAULT_OFFLINE_TYPE, SYNTH_TYPES, generate_synthetic
 from easyvideor1.data.synth_render import make_long_video
 
@@ -27,8 +36,37 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     validate.add_argument("--media-root", default=None,
                           help="folder relative media paths resolve against (default: the file's folder)")
     validate.add_argument("--no-check-media", action="store_true", help="do not check that media files exist")
+    validate.add_argument("--no-check-ground-truth", action="store_true",
+                          help="do not parse each ground truth with its problem type's scorer")
     validate.add_argument("--json", action="store_true", help="print the report as JSON")
     validate.set_defaults(func=_validate)
+
+    convert = sub.add_parser(
+        "convert", help="convert a data file (evr1, Video-R1, veRL parquet) to the project's JSONL",
+        description="Read IN in the --from format, check every row (schema, and that its ground truth parses "
+                    "for its problem type) and write the project's JSONL (docs/data-format.md). Rows with "
+                    "problems are listed; nothing is written unless --skip-bad. Exit 1 when nothing was "
+                    "written.")
+    convert.add_argument("--from", dest="fmt", required=True, choices=FROM_FORMATS, help="the input's format")
+    _add_input_output(convert, "OUT.jsonl")
+    convert.set_defaults(func=_convert)
+
+    export = sub.add_parser(
+        "export", help="export a data file for veRL (parquet) or TRL (JSONL/parquet)",
+        description="Write IN (any --from format) as a veRL parquet file (data_source, prompt, ability, "
+                    "reward_model, extra_info, images, videos) or a TRL dataset (prompt, answer, problem_type, "
+                    "options, ...; parquet when OUT ends in .parquet, else JSONL). Prompts are rendered with the "
+                    "project's templates unless --raw-prompt. Columns: docs/data-format.md.")
+    export.add_argument("--to", dest="target", required=True, choices=EXPORT_FORMATS)
+    export.add_argument("--from", dest="fmt", default="evr1", choices=FROM_FORMATS,
+                        help="the input's format (default evr1)")
+    export.add_argument("--raw-prompt", action="store_true",
+                        help="the question as written instead of the rendered prompt template")
+    export.add_argument("--template-dir", default=None, help="prompt templates that replace the shipped ones")
+    export.add_argument("--no-reasoning", action="store_true",
+                        help="prompts ask for the answer only (no <think> step)")
+    _add_input_output(export, "OUT")
+    export.set_defaults(func=_export)
 
     prepare = sub.add_parser(
         "prepare", help="decode every medium once into the frame store; write a prepared manifest",
@@ -86,8 +124,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     long_video.set_defaults(func=_long_video)
 
 
+def _add_input_output(parser: argparse.ArgumentParser, out_metavar: str) -> None:
+    """IN, --out and the flags of reading IN, shared by ``convert`` and ``export``."""
+    parser.add_argument("file", metavar="IN", help="the input file")
+    parser.add_argument("--out", required=True, metavar=out_metavar)
+    parser.add_argument("--media-root", default=None,
+                        help="folder relative media paths resolve against (default: the input's folder)")
+    parser.add_argument("--problem-type", default=None,
+                        help="with --from verl: the problem type of rows without extra_info.problem_type "
+                             "(default: their data_source)")
+    parser.add_argument("--skip-bad", action="store_true", help="write the good rows even when some have problems")
+    parser.add_argument("--no-check-ground-truth", action="store_true",
+                        help="do not parse each ground truth with its problem type's scorer")
+
+
 def _validate(args: argparse.Namespace) -> int:
-    report = validate_file(args.file, media_root=args.media_root, check_media=not args.no_check_media)
+    check = None
+    if not args.no_check_ground_truth:
+        from easyvideor1.rewards.gt_check import sample_check as check
+    report = validate_file(args.file, media_root=args.media_root, check_media=not args.no_check_media,
+                           check_ground_truth=check)
     if args.json:
         print(json.dumps({
             "path": report.path, "ok": report.ok, "valid_rows": len(report.samples),
@@ -97,6 +153,56 @@ def _validate(args: argparse.Namespace) -> int:
     else:
         print(report.format())
     return 0 if report.ok else 1
+
+
+def _read_checked(args: argparse.Namespace) -> list | None:
+    """The input's samples, or None (after printing every problem) when they must not be written."""
+    check = None
+    if not args.no_check_ground_truth:
+        from easyvideor1.rewards.gt_check import sample_check as check
+    samples, problems = read_samples(args.file, args.fmt, media_root=args.media_root, check_ground_truth=check,
+                                     verl_problem_type=args.problem_type)
+    for problem in problems[:200]:
+        print(problem.describe(), file=sys.stderr)
+    if len(problems) > 200:
+        print(f"... and {len(problems) - 200} more", file=sys.stderr)
+    if problems and not args.skip_bad:
+        print(f"{args.file}: {len(problems)} problem(s); nothing written (--skip-bad writes the "
+              f"{len(samples)} good row(s))", file=sys.stderr)
+        return None
+    if not samples:
+        print(f"{args.file}: no rows to write", file=sys.stderr)
+        return None
+    return samples
+
+
+def _convert(args: argparse.Namespace) -> int:
+    samples = _read_checked(args)
+    if samples is None:
+        return 1
+    path = write_samples(args.out, samples)
+    print(f"wrote {len(samples)} row(s) to {path}")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    samples = _read_checked(args)
+    if samples is None:
+        return 1
+    render = bare_prompt
+    if not args.raw_prompt:
+        from easyvideor1.prompts import PromptRenderer
+        from easyvideor1.prompts.fields import sample_fields
+
+        renderer = PromptRenderer(args.template_dir, reasoning=not args.no_reasoning)
+
+        def render(sample):
+            return renderer.render(sample_fields(sample))
+
+    writer = export_verl if args.target == "verl" else export_trl
+    path = writer(samples, args.out, render=render)
+    print(f"wrote {len(samples)} row(s) for {args.target} to {path}")
+    return 0
 
 
 def _prepare(args: argparse.Namespace) -> int:

@@ -4,25 +4,41 @@ from __future__ import annotations
 
 from pathlib import Path
 
+# Flag -> DemoSettings field. A flag left out keeps the field's default (train/demo.py), so the
+# two cannot disagree; the module is imported only when the demo runs.
+_FIELDS = {"family": "family", "steps": "steps", "n_per_type": "n_per_type", "n_val_per_type": "n_val_per_type",
+           "n": "group_size", "seed": "seed"}
+
 
 def _demo(args) -> int:
-    from easyvideor1.train.demo import DemoSettings, run_demo
+    from easyvideor1.errors import ConfigError
+    from easyvideor1.logging import attach_log_file
+    from easyvideor1.train.demo import DemoSettings, run_demo, run_demo_seeds
 
-    settings = DemoSettings(out_dir=Path(args.out).resolve(), family=args.family, steps=args.steps,
-                            n_per_type=args.n_per_type, group_size=args.n, seed=args.seed,
-                            distributed=args.distributed)
-    run_demo(settings)
+    if args.seeds < 1:
+        raise ConfigError(f"demo: --seeds must be >= 1, got {args.seeds}")
+    attach_log_file(Path(args.out).resolve() / "evr1.log")  # every line of the run, third-party ones too
+    given = {field: getattr(args, flag) for flag, field in _FIELDS.items() if getattr(args, flag) is not None}
+    settings = DemoSettings(out_dir=Path(args.out).resolve(), distributed=args.distributed, **given)
+    if args.seeds > 1:
+        run_demo_seeds(settings, args.seeds)
+    else:
+        run_demo(settings)
     return 0
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("demo", help="train a tiny VLM on synthetic video tasks and show it learn")
     parser.add_argument("--out", default="demo_out", help="output folder (model, data, cache, run)")
-    parser.add_argument("--family", default="qwen2_5_vl", help="tiny model family")
-    parser.add_argument("--steps", type=int, default=80, help="RL steps")
-    parser.add_argument("--n-per-type", type=int, default=40, help="synthetic questions per task type")
-    parser.add_argument("--n", type=int, default=8, help="responses per question (group size)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--family", help="tiny model family (qwen2_5_vl)")
+    parser.add_argument("--steps", type=int, help="RL steps (80)")
+    parser.add_argument("--n-per-type", type=int, help="synthetic training questions per task type (40)")
+    parser.add_argument("--n-val-per-type", type=int, help="held-out questions per task type (32)")
+    parser.add_argument("--n", type=int, help="responses per question, the group size (4)")
+    parser.add_argument("--seed", type=int, help="seed of the model's weights, the data and sampling (0)")
+    parser.add_argument("--seeds", type=int, default=1,
+                        help="run the demo for seeds SEED..SEED+K-1 (each in OUT/seed-K) and print the mean and "
+                             "spread per task type")
     parser.add_argument("--distributed", action="store_true",
                         help="roll out on the local cluster started by `evr1 up` (make demo-distributed)")
     parser.set_defaults(func=_demo)

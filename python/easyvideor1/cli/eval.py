@@ -10,12 +10,19 @@ from pathlib import Path
 
 from easyvideor1.errors import ConfigError
 
+# Exit status when the run finished but some benchmark's data did not load (1: could not run).
+EXIT_PARTIAL = 3
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     ev = subparsers.add_parser(
-        "eval", help="evaluate a model on video benchmarks (async pipeline over the frame cache)",
+        "eval",
+        help="evaluate a model on video benchmarks (async pipeline over the frame cache)",
         description="Evaluate a model: evr1 eval --model DIR --benchmarks a,b --data-root ROOT. "
-                    "Compare two runs: evr1 eval compare RUN_A RUN_B. List adapters: evr1 eval list.")
+        "Compare two runs: evr1 eval compare RUN_A RUN_B. List adapters: evr1 eval list. "
+        f"Exit status: 0 done, {EXIT_PARTIAL} done but some benchmark's data did not load "
+        "(its error is in the report), 1 could not run.",
+    )
     ev.add_argument("--model", help="model directory (Hugging Face layout)")
     ev.add_argument(
         "--benchmarks", help="comma-separated names; NAME=PATH gives a benchmark its own folder/file"
@@ -26,10 +33,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ev.add_argument("--write-back", action="store_true", help="store frames decoded on a miss")
     ev.add_argument("--max-in-flight", type=int, default=16, help="requests kept in the engine (default 16)")
     ev.add_argument("--io-workers", type=int, default=4, help="frame-loading threads (default 4)")
-    ev.add_argument("--waves", action="store_true",
-                    help="submit in waves of --max-in-flight samples once the engine is idle, loading the "
-                         "next wave meanwhile (for machines where the engine and decoding share few "
-                         "CPU cores)")
+    ev.add_argument(
+        "--waves",
+        action="store_true",
+        help="submit in waves of --max-in-flight samples once the engine is idle, loading the "
+        "next wave meanwhile (for machines where the engine and decoding share few "
+        "CPU cores)",
+    )
     ev.add_argument("--limit", type=int, help="first N items of each benchmark")
     ev.add_argument("--resume", action="store_true", help="continue the run in --out, skipping finished ids")
     frames = ev.add_argument_group("frames (default: each benchmark's protocol settings)")
@@ -45,7 +55,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     gen.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     gen.add_argument("--top-p", type=float, default=1.0)
     gen.add_argument("--top-k", type=int, default=0, help="0 = off (e.g. 20 for Qwen3-VL thinking models)")
-    gen.add_argument("--seed", type=int, default=0, help="with --temperature > 0, each item's seed derives from it")
+    gen.add_argument(
+        "--seed", type=int, default=0, help="with --temperature > 0, each item's seed derives from it"
+    )
     gen.add_argument(
         "--prompt-style",
         choices=("direct", "reasoning"),
@@ -56,7 +68,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     gen.add_argument(
         "--timeout", type=float, default=600.0, help="seconds per request before it counts as failed"
     )
-    gen.add_argument("--max-model-len", type=int, default=32768)
+    gen.add_argument(
+        "--max-model-len",
+        type=int,
+        default=None,
+        help="tokens per sequence (default: the model's positions, at most 32768)",
+    )
     gen.add_argument(
         "--engine-arg",
         action="append",
@@ -83,8 +100,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     listing.set_defaults(func=_list)
 
 
-def _engine_args(pairs: list[str], max_model_len: int) -> dict:
-    out: dict = {"max_model_len": max_model_len}
+def _engine_args(pairs: list[str], max_model_len: int | None) -> dict:
+    out: dict = {} if max_model_len is None else {"max_model_len": max_model_len}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
@@ -98,6 +115,7 @@ def _engine_args(pairs: list[str], max_model_len: int) -> dict:
 
 def _run(args: argparse.Namespace) -> int:
     from easyvideor1.eval.runner import EvalConfig, parse_benchmarks, run_eval
+    from easyvideor1.logging import attach_log_file, log_file
     from easyvideor1.rollout.base import SamplingConfig
 
     if not args.model or not args.benchmarks:
@@ -109,6 +127,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.out
         else Path("eval_runs") / f"{Path(args.model).name}-{time.strftime('%Y%m%d-%H%M%S')}"
     )
+    attach_log_file(out / "evr1.log")  # every line of the run, the engine's included
     judge = None
     if args.judge_url:
         judge = {"base_url": args.judge_url, "model": args.judge_model, "api_key_env": args.judge_api_key_env}
@@ -132,8 +151,11 @@ def _run(args: argparse.Namespace) -> int:
         },
         image={"min_pixels": args.image_min_pixels, "max_pixels": args.image_max_pixels},
         sampling=SamplingConfig(
-            max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
-            seed=args.seed
+            max_tokens=args.max_tokens,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            top_k=args.top_k,
+            seed=args.seed,
         ),
         prompt_style=args.prompt_style,
         request_timeout_s=args.timeout,
@@ -147,11 +169,18 @@ def _run(args: argparse.Namespace) -> int:
             f"{m}={100 * v['value']:.2f} ({v['kind']})" for m, v in summary["metrics"].items()
         )
         print(f"{name}: {metrics}; {summary['n']} items, {summary['n_failed']} failed")
+    for name, failure in result.get("load_failures", {}).items():
+        print(f"{name}: not run, its data did not load: {failure['error']}")
+    cache = result["run"].get("cache", {})
+    print(
+        f"frames: {sum(c.get('hits', 0) for c in cache.values())} from the cache, "
+        f"{sum(c.get('misses', 0) for c in cache.values())} decoded on the fly"
+    )
     print(
         f"report: {result['paths']['markdown']}  plot: {result['paths']['plot']}  "
-        f"json: {result['paths']['json']}"
+        f"json: {result['paths']['json']}" + (f"  log: {log_file()}" if log_file() else "")
     )
-    return 0
+    return EXIT_PARTIAL if result.get("load_failures") else 0
 
 
 def _compare(args: argparse.Namespace) -> int:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from easyvideor1.config import load_config
+from easyvideor1.logging import attach_log_file, log_file
 
 
 def _train(args) -> int:
     from easyvideor1.train.trainer import RLTrainer
 
     cfg = load_config(args.config, args.overrides)
+    attach_log_file(Path(cfg.trainer.output_dir) / "evr1.log")  # every line of the run, third-party ones too
     trainer = RLTrainer.from_config(cfg)
     try:
         result = trainer.fit()
@@ -22,6 +26,8 @@ def _train(args) -> int:
               " ".join(f"{k}={v:.2f}" for k, v in last.by_type.items()))
     if result["plot"] is not None:
         print(f"curves: {result['plot']}")
+    if log_file() is not None:
+        print(f"log: {log_file()}")
     return 0
 
 

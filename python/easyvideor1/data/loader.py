@@ -19,7 +19,7 @@ import os
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -46,6 +46,11 @@ def _depth_over(value: object, limit: int = MAX_ROW_DEPTH) -> bool:
 
 
 _TOO_DEEP = f"the row is nested more than {MAX_ROW_DEPTH} levels deep (objects/lists inside each other)"
+
+# A check of one parsed sample's ground truth: None when fine, else (field, message). The
+# data layer does not import rewards (docs/architecture.md), so the scorer-based check
+# (easyvideor1.rewards.gt_check.sample_check) is passed in by the caller.
+GroundTruthCheck = Callable[[Sample], "tuple[str, str] | None"]
 
 
 def load_samples(
@@ -75,8 +80,12 @@ def load_samples_report(
     *,
     media_root: str | os.PathLike | None = None,
     check_media: bool = False,
+    check_ground_truth: GroundTruthCheck | None = None,
 ) -> tuple[list[Sample], list[RowProblem]]:
-    """Like :func:`load_samples` but never raises for bad data: ``(good samples, problems)``."""
+    """Like :func:`load_samples` but never raises for bad data: ``(good samples, problems)``.
+
+    ``check_ground_truth`` (a sample -> None or ``(field, message)``) is run on every row that
+    parsed; what it returns becomes a problem of that row."""
     path_str = str(path)
     remote = _is_s3(path_str)
     if remote:
@@ -137,6 +146,10 @@ def load_samples_report(
             sample, row_problems = _in_bucket(sample, s3_base, path_str, line)
         if sample is not None and check_media:
             row_problems = _missing_media(sample, path_str, line)
+        if sample is not None and check_ground_truth is not None:
+            found = check_ground_truth(sample)
+            if found:
+                row_problems = [*row_problems, RowProblem(path_str, line, *found)]
         if sample is not None:
             seen = first_line_of.get(sample.problem_id)
             if seen is not None:
@@ -354,9 +367,13 @@ def validate_file(
     *,
     media_root: str | os.PathLike | None = None,
     check_media: bool = True,
+    check_ground_truth: GroundTruthCheck | None = None,
 ) -> ValidationReport:
-    """Validate every row (and by default that every media file exists)."""
-    samples, problems = load_samples_report(path, media_root=media_root, check_media=check_media)
+    """Validate every row (and by default that every media file exists); with
+    ``check_ground_truth`` also that each row's ground truth parses (``evr1 data validate``
+    passes :func:`easyvideor1.rewards.gt_check.sample_check`)."""
+    samples, problems = load_samples_report(path, media_root=media_root, check_media=check_media,
+                                            check_ground_truth=check_ground_truth)
     return ValidationReport(
         path=str(path),
         samples=samples,

@@ -56,6 +56,9 @@ class Sample:
     offline_output: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     source: str = ""
+    # The row field the ground truth came from ("answer", or Video-R1's "solution"), for
+    # messages about it; not part of the sample's value.
+    answer_field: str = field(default="answer", compare=False, repr=False)
 
     def to_row(self, *, relative_to: str | os.PathLike | None = None) -> dict[str, Any]:
         """The JSON row form; loading it again gives an equal sample.
@@ -253,6 +256,7 @@ def parse_row(
         offline_output=offline_output,
         extra={k: v for k, v in row.items() if k not in consumed},
         source=f"{path}:{line}",
+        answer_field="answer" if "answer" in row else "solution",
     )
     return sample, []
 

@@ -3,7 +3,16 @@
 The general synthetic tasks test the whole reward surface; these isolate one visual fact
 each (a big shape's colour, or when it is on screen) with a fixed question wording, so a
 two-layer random-weight model can learn the mapping from pixels to answer within a few
-dozen RL steps. Chance levels are exact: 1/2 for ``demo_colour``, 1/3 for ``demo_choice``.
+dozen RL steps. Chance levels are exact: 1/2 for ``demo_colour``, 1/3 for ``demo_choice``,
+and for ``demo_when`` the mean tIoU of the best answer that ignores the video
+(:func:`demo_when_chance`: 0.381).
+
+``demo_when`` keeps its windows on the model's own time grid: the demo samples its 4 s
+videos at 2 fps and a Qwen-VL temporal patch holds two sampled frames, so the policy sees
+the video in whole seconds. Windows of 1-2 such seconds can be read exactly from the frames
+and are answered in whole seconds (``[1, 3]``: six tokens, where ``[0.375, 1.625]`` took ten).
+The earlier windows, cut at source frames the sampler skipped and 5-14 of 16 frames long,
+let a constant answer reach tIoU 0.66, so a run that learnt nothing from the video looked learnt.
 """
 
 from __future__ import annotations
@@ -20,11 +29,13 @@ from easyvideor1.data.synth_common import (
     pick,
     straight_motion,
     to_json,
-    visible_window,
 )
 from easyvideor1.data.synth_render import Sprite, render_frames
 
 DEMO_COLOURS = ("red", "green", "blue")
+# The demo's videos (train/demo.py samples them at DEMO_SAMPLE_FPS): 16 frames of 4 s.
+DEMO_VIDEO = SynthConfig(size=64, fps=4.0, seconds=4.0)
+DEMO_SAMPLE_FPS = 2.0
 
 
 def _big_square(rng: np.random.Generator, cfg: SynthConfig, colour: str) -> Sprite:
@@ -51,12 +62,45 @@ def demo_choice(rng: np.random.Generator, cfg: SynthConfig) -> TaskInstance:
                         f"The square is {colour}.", options=options, frames=frames, info={"colour": colour})
 
 
+# The time step the tiny policy resolves (see the module docstring) and the window lengths
+# in such steps: short windows keep the video-blind answer's tIoU low.
+WHEN_STEP_S = 1.0
+WHEN_LENGTHS = (1, 2)
+
+
+def when_windows(cfg: SynthConfig) -> list[tuple[int, int]]:
+    """Every possible ``(first, last)`` frame window of ``demo_when`` (inclusive), equally likely."""
+    per_step = cfg.fps * WHEN_STEP_S
+    if abs(per_step - round(per_step)) > 1e-9 or cfg.n_frames % round(per_step):
+        raise ValueError(f"demo_when needs {WHEN_STEP_S} s steps of whole frames that tile the video, "
+                         f"got {cfg.fps} fps for {cfg.seconds} s")
+    per_step = round(per_step)
+    steps = cfg.n_frames // per_step
+    return [(start * per_step, (start + length) * per_step - 1)
+            for length in WHEN_LENGTHS for start in range(steps - length + 1)]
+
+
+def demo_when_chance(cfg: SynthConfig | None = None) -> float:
+    """Mean tIoU of the best constant interval (on the frame grid) over :func:`when_windows`:
+    what a policy that never looks at the video can reach."""
+    cfg = cfg or DEMO_VIDEO
+    windows = [(first, last + 1) for first, last in when_windows(cfg)]
+    best = 0.0
+    for lo in range(cfg.n_frames):
+        for hi in range(lo + 1, cfg.n_frames + 1):
+            total = sum(max(0, min(hi, b) - max(lo, a)) / (max(hi, b) - min(lo, a)) for a, b in windows)
+            best = max(best, total / len(windows))
+    return best
+
+
 def demo_when(rng: np.random.Generator, cfg: SynthConfig) -> TaskInstance:
-    first, last = visible_window(rng, cfg.n_frames, max(2, cfg.n_frames // 3))
+    windows = when_windows(cfg)
+    first, last = windows[int(rng.integers(0, len(windows)))]
     square = _big_square(rng, cfg, "green")
     sprite = Sprite(square.kind, square.colour, only_during(square.boxes, first, last))
     frames = render_frames(cfg.size, cfg.size, cfg.n_frames, [sprite])
-    interval = interval_answer(first, last, cfg.fps)
+    # Whole seconds as integers: fewer tokens for the tiny policy to get right.
+    interval = [int(t) if float(t).is_integer() else t for t in interval_answer(first, last, cfg.fps)]
     return TaskInstance("temporal grounding",
                         "When is the green square visible? Answer [start, end] in seconds.", to_json(interval),
                         f"The square is visible from {interval[0]} s to {interval[1]} s.", frames=frames,

@@ -328,7 +328,9 @@ def item_sampling(sampling: SamplingConfig, key: str) -> SamplingConfig:
 def zero_values(bench: Benchmark, item: EvalItem, ctx: ScoringContext) -> dict[str, Any]:
     """A failed item's values: 0 for every metric it would have had."""
     kinds = bench.metrics_for(item, ctx)
-    return {"values": {name: 0.0 for name in kinds}, "kinds": kinds}
+    # No response: what the official rule makes of an empty one.
+    official = bench.official_item(item, "", ctx).as_record()
+    return {"values": {name: 0.0 for name in kinds}, "kinds": kinds, "official": official}
 
 
 def scored_record(
@@ -340,6 +342,7 @@ def scored_record(
 ) -> dict[str, Any]:
     """The record of a scored response (raises when scoring fails)."""
     scored = bench.score(item, response, ctx, metas)
+    official = bench.official_item(item, response, ctx, metas)
     kinds = bench.metrics_for(item, ctx)
     record = base_record(item)
     record.update(
@@ -350,6 +353,7 @@ def scored_record(
         kinds={name: kinds.get(name, "accuracy") for name in scored.values},
         scoring=scored.scoring,
         details=_jsonable({k: v for k, v in scored.details.items() if k != "reply"}),
+        official=_jsonable(official.as_record()),
     )
     return record
 

@@ -33,6 +33,25 @@ def write_report(
     return paths
 
 
+def add_load_failures(paths: dict[str, Path], failures: dict[str, dict[str, str]]) -> None:
+    """Add the benchmarks that did not load (``{name: {"root", "error"}}``) to a written report:
+    ``load_failures`` in report.json, a section at the end of report.md."""
+    report = json.loads(paths["json"].read_text())
+    report["load_failures"] = failures
+    paths["json"].write_text(json.dumps(report, indent=1, ensure_ascii=False, default=str))
+    lines = [
+        "## Benchmarks not run: their data did not load",
+        "",
+        "| benchmark | data | error |",
+        "|---|---|---|",
+    ]
+    for name, failure in failures.items():
+        error = failure["error"].replace("|", "\\|").replace("\n", " ")[:500]
+        lines.append(f"| {name} | `{failure['root']}` | {error} |")
+    with open(paths["markdown"], "a") as handle:
+        handle.write("\n".join(lines) + "\n\n")
+
+
 def _pct(value: float, kind: str) -> str:
     return f"{100 * value:.2f}"
 
@@ -53,6 +72,7 @@ def markdown(report: dict[str, Any]) -> str:
         f"{' (resumed)' if run.get('resumed') else ''}; values are percentages",
         "",
     ]
+    lines += _official_table(summaries)
     lines += ["## Summary", ""]
     for kind in METRIC_KINDS:
         rows = [
@@ -99,6 +119,7 @@ def _benchmark_section(name: str, summary: dict[str, Any], bench_settings: dict[
     )
     if summary.get("scoring"):
         lines.append(f"scoring: {summary['scoring']}")
+    lines += _official_lines(summary)
     for note in summary.get("notes", []):
         lines.append(f"- note: {note}")
     lines.append("")
@@ -123,6 +144,58 @@ def _benchmark_section(name: str, summary: dict[str, Any], bench_settings: dict[
         if len(summary["failures"]) > 50:
             lines.append(f"| ... | | {len(summary['failures']) - 50} more in report.json |")
         lines.append("")
+    return lines
+
+
+def _official_cell(official: dict[str, Any] | None) -> tuple[str, str]:
+    if not official:
+        return "", ""
+    if official.get("status") != "ok":
+        return official.get("status", ""), ""
+    return official["metric"], _pct(official["value"], official["kind"])
+
+
+def _official_table(summaries: dict[str, Any]) -> list[str]:
+    """Official (the benchmark's own script) beside strict (every item counted) per benchmark."""
+    rows = [(name, s) for name, s in summaries.items() if "official" in s]
+    if not rows:
+        return []
+    lines = [
+        "## Official and strict",
+        "",
+        "official: what the benchmark's own scorer computes from these responses (compare with "
+        "published numbers); strict: every item counted, failures and unparseable answers wrong.",
+        "",
+        "| benchmark | official metric | official | n | strict metric | strict | n | items treated differently |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, s in rows:
+        official, strict = s.get("official") or {}, s.get("strict") or {}
+        metric, value = _official_cell(official)
+        lines.append(
+            f"| {name} | {metric} | {value} | {official.get('n', '')} | {strict.get('metric', '')} | "
+            f"{_pct(strict['value'], strict['kind']) if strict else ''} | {strict.get('n', '')} | "
+            f"{(s.get('differences') or {}).get('count', 0)} |"
+        )
+    return lines + [""]
+
+
+def _official_lines(summary: dict[str, Any]) -> list[str]:
+    official = summary.get("official")
+    if not official:
+        return []
+    metric, value = _official_cell(official)
+    lines = [
+        f"official ({official.get('source') or 'source not stated'}): "
+        + (f"{metric} {value} over {official['n']} items" if official.get("status") == "ok" else metric)
+        + (f"; {official['message']}" if official.get("message") else "")
+    ]
+    if official.get("excluded"):
+        lines.append(f"- the official script leaves out {official['excluded']} item(s): {official['excluded_why']}")
+    diff = summary.get("differences") or {}
+    for reason, count in (diff.get("reasons") or {}).items():
+        example = (diff.get("example_ids") or {}).get(reason)
+        lines.append(f"- {count} item(s) scored differently by official and strict: {reason} (e.g. `{example}`)")
     return lines
 
 

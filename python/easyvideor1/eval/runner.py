@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,20 +18,25 @@ from typing import Any
 
 from easyvideor1.cache import FrameLoader, open_store
 from easyvideor1.config.schema import RewardConfig
+from easyvideor1.errors import DataError
 from easyvideor1.eval.benchmarks.base import get_benchmark
 from easyvideor1.eval.benchmarks.common import ScoringContext
 from easyvideor1.eval.pipeline import BenchPlan, Pipeline, StageOptions
-from easyvideor1.eval.report import write_report
+from easyvideor1.eval.report import add_load_failures, write_report
 from easyvideor1.eval.results import ResultsLog, record_key
-from easyvideor1.eval.types import EvalError
+from easyvideor1.eval.types import EvalError, EvalItem
 from easyvideor1.logging import event, get_logger
 from easyvideor1.models.families import detect_family
 from easyvideor1.rollout.base import SamplingConfig
+from easyvideor1.rollout.factory import model_positions
 from easyvideor1.video.metadata import ImageParams, VideoParams
 
 log = get_logger(__name__)
 
 PROMPT_STYLES = ("direct", "reasoning")
+# The default engine length for a model with more positions: a long-context model's full length
+# would size vLLM's buffers for it (and on GPUs its KV cache) for prompts an evaluation never sends.
+MAX_MODEL_LEN_CAP = 32768
 
 
 @dataclass
@@ -95,18 +101,41 @@ def video_params(defaults: dict[str, Any], overrides: dict[str, Any], factor: in
         raise EvalError(f"invalid frame settings {values}: {exc}") from None
 
 
-def build_plans(config: EvalConfig, factor: int) -> tuple[list[BenchPlan], dict[str, Any]]:
+# What a benchmark whose files do not parse raises: the run goes on without it (see build_plans).
+LOAD_ERRORS = (EvalError, DataError, OSError, ValueError)
+
+
+def load_items(name: str, root: Path | str) -> list[EvalItem]:
+    """The items of one benchmark, checked for duplicate ids."""
+    items = get_benchmark(name).load(root)
+    rows: dict[str, list[str]] = {}
+    for item in items:
+        rows.setdefault(item.id, []).append(item.source or "?")
+    repeated = {item_id: where for item_id, where in rows.items() if len(where) > 1}
+    if repeated:
+        shown = "; ".join(f"{item_id!r} at {', '.join(where)}" for item_id, where in list(repeated.items())[:10])
+        more = f" (and {len(repeated) - 10} more)" if len(repeated) > 10 else ""
+        raise EvalError(f"{name}: {len(repeated)} duplicate item id(s), each with the rows that share it: {shown}{more}")
+    return items
+
+
+def build_plans(
+    config: EvalConfig, factor: int
+) -> tuple[list[BenchPlan], dict[str, Any], dict[str, dict[str, str]]]:
+    """Plans of the benchmarks that load, their settings, and ``{name: {"root", "error"}}`` of
+    those that do not (reported, while the others run). None loading is an error."""
     store = open_store(config.store) if config.store else None
     image = ImageParams(**{**{k: v for k, v in config.image.items() if v is not None}, "factor": factor})
-    plans, per_bench = [], {}
+    plans, per_bench, failures = [], {}, {}
     for name, root in config.benchmarks.items():
         bench = get_benchmark(name)
-        items = bench.load(root)
-        seen: set[str] = set()
-        for item in items:
-            if item.id in seen:
-                raise EvalError(f"{name}: duplicate item id {item.id!r} ({item.source})")
-            seen.add(item.id)
+        try:
+            items = load_items(name, root)
+        except LOAD_ERRORS as exc:
+            error = str(exc) if isinstance(exc, EvalError | DataError) else f"{type(exc).__name__}: {exc}"
+            failures[name] = {"root": str(root), "error": error}
+            event(log, "benchmark_load_failed", logging.WARNING, benchmark=name, root=str(root), error=error)
+            continue
         if config.limit is not None:
             items = items[: config.limit]
         params = video_params(bench.video_defaults, config.video, factor)
@@ -120,7 +149,24 @@ def build_plans(config: EvalConfig, factor: int) -> tuple[list[BenchPlan], dict[
             "annotation": bench.annotation,
             "protocol_version": bench.protocol_version,
         }
-    return plans, per_bench
+    if not plans:
+        raise EvalError(
+            "no benchmark could be loaded:\n"
+            + "\n".join(
+                f"  {name} ({failure['root']}): {failure['error']}" for name, failure in failures.items()
+            )
+        )
+    return plans, per_bench, failures
+
+
+def default_max_model_len(model: str | Path, requested: int | None = None) -> int:
+    """The engine's tokens per sequence: ``requested``, else the model's positions (as the
+    trainer's engine caps them, rollout/factory.py) at most :data:`MAX_MODEL_LEN_CAP`. vLLM
+    refuses a length above the positions of a small model (a validation traceback)."""
+    if requested is not None:
+        return int(requested)  # rope scaling may let vLLM accept more than the positions
+    positions = model_positions(model)
+    return MAX_MODEL_LEN_CAP if positions is None else min(MAX_MODEL_LEN_CAP, positions)
 
 
 def run_eval(
@@ -134,19 +180,26 @@ def run_eval(
     if config.prompt_style not in PROMPT_STYLES:
         raise EvalError(f"prompt style must be one of {PROMPT_STYLES}, got {config.prompt_style!r}")
     family = detect_family(config.model)
-    plans, per_bench = build_plans(config, family.factor)
+    plans, per_bench, failures = build_plans(config, family.factor)
     owns_engine = engine is None
     if owns_engine:
         from easyvideor1.eval.engine import AsyncEvalEngine, kwargs_for_sampling
 
+        engine_kwargs = dict(config.engine_kwargs)
+        engine_kwargs["max_model_len"] = default_max_model_len(
+            config.model, engine_kwargs.get("max_model_len")
+        )
         engine = AsyncEvalEngine(
-            config.model, max_in_flight=config.max_in_flight,
-            **kwargs_for_sampling(config.sampling, config.engine_kwargs),
+            config.model,
+            max_in_flight=config.max_in_flight,
+            **kwargs_for_sampling(config.sampling, engine_kwargs),
         )
     try:
         engine.check_sampling(config.sampling)
         settings = run_settings(config, engine, family.name, per_bench)
-        return _run(config, engine, plans, settings, on_record)
+        result = _run(config, engine, plans, settings, on_record, failures)
+        result["load_failures"] = failures
+        return result
     finally:
         if owns_engine:
             engine.close()
@@ -184,6 +237,7 @@ def _run(
     plans: list[BenchPlan],
     settings: dict[str, Any],
     on_record: Callable[[dict[str, Any]], None] | None,
+    failures: dict[str, dict[str, str]] | None = None,
 ) -> dict[str, Any]:
     ctx = ScoringContext(judge=config.judge, reward_config=RewardConfig(timeout_s=config.request_timeout_s))
     renderer = None
@@ -227,4 +281,6 @@ def _run(
         mine = [r for r in records if r["benchmark"] == plan.bench.name]
         summaries[plan.bench.name] = plan.bench.aggregate(mine, ctx)
     paths = write_report(config.out_dir, settings, summaries, records, run)
+    if failures:
+        add_load_failures(paths, failures)
     return {"summaries": summaries, "paths": paths, "run": run, "settings": settings}

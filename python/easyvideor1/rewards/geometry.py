@@ -5,8 +5,9 @@ interval is invalid; a zero-length one is valid). tIoU = |A ∩ B| / |A ∪ B|; 
 zero-length intervals have tIoU 1, any other pair with an empty union 0.
 
 Box ``[x1, y1, x2, y2]`` in pixels: four finite numbers with ``x1 < x2`` and ``y1 < y2``
-(degenerate boxes are invalid). IoU = area(A ∩ B) / area(A ∪ B), continuous coordinates
-(no +1 pixel convention).
+(degenerate boxes are invalid). Dict forms name the box under ``bbox_2d``, ``bbox``, ``box``
+or ``boxes`` (the last is the reference project's ``{"boxes": [x1, y1, x2, y2]}``).
+IoU = area(A ∩ B) / area(A ∪ B), continuous coordinates (no +1 pixel convention).
 
 Timestamp keys (``"1.5"``) are matched after rounding to 0.01 s: :func:`time_key` maps a key
 to an integer number of hundredths, so ``"1.5"``, ``"1.50"`` and ``1.5`` are the same frame.
@@ -20,7 +21,7 @@ from typing import Any
 Interval = tuple[float, float]
 Box = tuple[float, float, float, float]
 
-BOX_KEYS = ("bbox_2d", "bbox", "box")
+BOX_KEYS = ("bbox_2d", "bbox", "box", "boxes")
 
 
 class GeometryError(ValueError):
@@ -59,13 +60,16 @@ def as_interval(value: Any) -> Interval:
 
 
 def as_box(value: Any) -> Box:
-    """Validate ``[x1, y1, x2, y2]`` (also ``{"bbox_2d": [...]}``/``{"bbox":}``/``{"box":}``)."""
+    """Validate ``[x1, y1, x2, y2]`` (also ``{"bbox_2d": [...]}``/``{"bbox":}``/``{"box":}``/
+    ``{"boxes":}``, or a one-element list of any of these)."""
     if isinstance(value, dict):
         for key in BOX_KEYS:
             if key in value:
                 return as_box(value[key])
         raise GeometryError(f"a box dict needs one of {', '.join(BOX_KEYS)}, got keys {sorted(value)}")
-    if isinstance(value, list | tuple) and len(value) == 1 and isinstance(value[0], list | tuple | dict):
+    if isinstance(value, list | tuple) and value and all(isinstance(v, list | tuple | dict) for v in value):
+        if len(value) > 1:
+            raise GeometryError(f"{len(value)} boxes given, one expected")
         return as_box(value[0])
     if not isinstance(value, list | tuple) or len(value) != 4:
         raise GeometryError(f"a box is [x1, y1, x2, y2], got {value!r}")

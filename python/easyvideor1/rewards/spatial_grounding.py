@@ -2,8 +2,9 @@
 
 accuracy = IoU(P, G) with boxes ``[x1, y1, x2, y2]`` in pixels (see
 :mod:`easyvideor1.rewards.geometry`).
-The prediction is read from JSON: a list ``[x1, y1, x2, y2]``, a dict with ``bbox_2d``,
-``bbox`` or ``box``, or a one-element list of those (Qwen-VL style
+Ground truth and prediction are read alike, from JSON: a list ``[x1, y1, x2, y2]``, a dict
+with ``bbox_2d``, ``bbox``, ``box`` or ``boxes`` (the reference project's
+``{"boxes": [x1, y1, x2, y2]}``), or a one-element list of those (Qwen-VL style
 ``[{"bbox_2d": [...], "label": "cat"}]``); failing JSON, from text holding exactly four
 numbers ("(10, 20), (50, 60)").
 valid = four finite numbers with x1 < x2 and y1 < y2; several boxes, degenerate or
@@ -34,10 +35,7 @@ def parse_box(text: str | None) -> Box:
     """The one box an answer names; :class:`GeometryError`/ValueError when there is none."""
     text, value = answer_and_json(text)
     if value is not None:
-        if isinstance(value, list) and value and all(isinstance(v, list | dict) for v in value) \
-                and len(value) > 1:
-            raise GeometryError(f"{len(value)} boxes given, one expected")
-        return as_box(value)
+        return as_box(value)  # several boxes are refused there
     coords = _COORD_RE.findall(text)
     if len(coords) != 4:
         raise ValueError(f"expected a box of 4 numbers, found {len(coords)} numbers")

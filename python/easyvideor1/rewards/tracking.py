@@ -3,8 +3,9 @@
 accuracy = (1/|K|) * sum over k in K of IoU(P[k], G[k]), K = the ground truth's timestamps;
 a timestamp the prediction lacks (or gives a malformed box for) counts 0; predicted
 timestamps outside K are ignored. Timestamps match after rounding to 0.01 s.
-Format of both: JSON ``{"<t>": [x1, y1, x2, y2], ...}`` (seconds as keys); a list
-``[{"time": t, "bbox_2d": [...]}, ...]`` is accepted too.
+Format of both: JSON ``{"<t>": [x1, y1, x2, y2], ...}`` (seconds as keys), the same wrapped
+as ``{"boxes": {"<t>": box, ...}}`` (the reference project's form, keys integer seconds), or
+a list ``[{"time": t, "bbox_2d": [...]}, ...]``.
 valid = a JSON object whose every key is a timestamp and every value a valid box.
 """
 
@@ -29,6 +30,9 @@ _TIME_FIELDS = ("time", "t", "timestamp")
 
 def boxes_by_time(value: Any) -> tuple[dict[int, Box | None], list[str]]:
     """``({hundredths: box or None}, problems)``; a malformed entry maps to None."""
+    if isinstance(value, dict) and "boxes" in value:
+        # {"boxes": {...}}: "boxes" is never a timestamp, so the wrapper is unambiguous.
+        value = value["boxes"]
     if isinstance(value, list):
         value = _pairs_to_dict(value)
     if not isinstance(value, dict):

@@ -16,7 +16,6 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from easyvideor1.cache import FrameLoader
 from easyvideor1.cache.refs import media_refs
@@ -25,6 +24,7 @@ from easyvideor1.data import Sample
 from easyvideor1.errors import EasyVideoR1Error
 from easyvideor1.logging import event, get_logger
 from easyvideor1.models.inputs import ImageInput, PromptInputs, VideoInput
+from easyvideor1.prompts.fields import sample_fields
 from easyvideor1.prompts.renderer import PromptRenderer
 from easyvideor1.rewards.client import RewardClient, ScoreItem
 from easyvideor1.rewards.types import RewardResult
@@ -61,16 +61,6 @@ class RoundResult:
     filtered: list[tuple[str, str]]  # (problem_id, reason)
     timings: dict[str, float]
     mix_groups: int = 0
-
-
-def sample_fields(sample: Sample) -> dict[str, Any]:
-    """The fields a prompt template sees (the row as in the data file)."""
-    fields = sample.to_row()
-    fields["problem"] = sample.problem
-    fields["options"] = list(sample.options) if sample.options else []
-    fields.setdefault("videos", list(sample.videos))
-    fields.setdefault("images", list(sample.images))
-    return fields
 
 
 class RolloutStage(ABC):

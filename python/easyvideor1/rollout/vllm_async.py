@@ -32,6 +32,7 @@ from easyvideor1.rollout.base import (
 from easyvideor1.rollout.vllm_common import (
     WeightTransfer,
     engine_args,
+    quiet_cpu_thread_guard,
     request_seed,
     result_of,
     sampling_params,
@@ -56,7 +57,8 @@ class AsyncVLLMEngine:
         self.verify_prompts = verify_prompts
         self._args = engine_args(model_dir, dtype=dtype, max_model_len=max_model_len, seed=seed, **engine_kwargs)
         started = time.perf_counter()
-        self.engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**self._args))
+        with quiet_cpu_thread_guard():
+            self.engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**self._args))
         self._forbidden = self.builder.tokenizer.convert_ids_to_tokens(vision_token_ids(self.builder.tokenizer))
         self._ids = itertools.count()
         self._asleep = False

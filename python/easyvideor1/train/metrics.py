@@ -17,9 +17,6 @@ from easyvideor1.logging import get_logger
 
 log = get_logger("train.metrics")
 
-CONSOLE_KEYS = ("reward/overall", "reward/accuracy", "reward/format", "val/accuracy", "actor/pg_loss",
-                "actor/grad_norm", "response/length_mean", "time/step_s", "perf/tokens_per_s")
-
 
 class MetricsLogger:
     def __init__(self, output_dir: str | Path, sinks: Iterable[str], experiment_name: str = "easyvideor1",
@@ -34,6 +31,12 @@ class MetricsLogger:
             from torch.utils.tensorboard import SummaryWriter
 
             self._tb = SummaryWriter(log_dir=str(self.output_dir / "tensorboard"))
+        self._console = None
+        if "console" in self.sinks:
+            from easyvideor1.console import TrainProgress
+
+            # One progress line over the run's steps (rate, ETA, rewards), not one line per step.
+            self._console = TrainProgress(((config or {}).get("trainer") or {}).get("total_steps"))
         self._wandb = None
         if "wandb" in self.sinks:
             import wandb  # optional dependency: only imported when asked for
@@ -51,11 +54,13 @@ class MetricsLogger:
             self._tb.flush()
         if self._wandb is not None:
             self._wandb.log(clean, step=step)
-        if "console" in self.sinks:
-            shown = [f"{k}={clean[k]:.4g}" for k in CONSOLE_KEYS if k in clean]
-            print(f"[step {step}] " + " ".join(shown), flush=True)
+        if self._console is not None:
+            self._console.log(step, clean)
 
     def close(self) -> None:
+        if self._console is not None:
+            self._console.close()
+            self._console = None
         if self._jsonl is not None:
             self._jsonl.close()
             self._jsonl = None

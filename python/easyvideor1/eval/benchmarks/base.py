@@ -31,6 +31,7 @@ from easyvideor1.eval.benchmarks.annotations import (  # noqa: F401
     require_answer,
     split_embedded_options,
 )
+from easyvideor1.eval.benchmarks.official import OfficialVerdict, mean_official
 from easyvideor1.eval.types import EvalError, EvalItem, ItemScore
 from easyvideor1.video.metadata import VideoMetadata
 
@@ -94,6 +95,12 @@ class Benchmark:
     # Bumped whenever the adapter's items, prompts or scoring change: a run recorded with
     # another version is not resumed into (its records would mix two protocols).
     protocol_version: int = 1
+    # The official scorer this adapter reproduces (repository and file), shown in reports.
+    official_source: str = ""
+    # The per-item metric of the project's headline (strict) and of the official verdicts;
+    # the report compares the two item by item.
+    strict_metric: str = "accuracy"
+    official_item_metric: str = "accuracy"
 
     def __init__(self) -> None:
         # What loading had to say that the report must show (skipped unlabelled rows, ...).
@@ -146,6 +153,17 @@ class Benchmark:
         from easyvideor1.eval.benchmarks.common import summarize
 
         return summarize(self, records, ctx)
+
+    def official_item(
+        self, item: EvalItem, response: str, ctx: Any, metas: Sequence[VideoMetadata] = ()
+    ) -> OfficialVerdict:
+        """The official script's verdict on one response (an empty one when the item failed)."""
+        raise EvalError(f"benchmark {self.name!r} does not reproduce its official scorer")
+
+    def official_summary(self, records: list[dict[str, Any]], summary: dict[str, Any]) -> dict[str, Any] | None:
+        """The official headline from the records' verdicts: by default the mean of
+        ``official_item_metric`` over the items the official script counts."""
+        return mean_official(records, self.official_item_metric)
 
     def extra_metrics(self, records: list[dict[str, Any]], summary: dict[str, Any]) -> None:
         """Add benchmark-defined overall scores (macro means, composites) to ``summary``."""

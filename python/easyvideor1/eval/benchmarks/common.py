@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from easyvideor1.config.schema import RewardConfig
+from easyvideor1.eval.benchmarks.official import differences, official_block, strict_block
 from easyvideor1.eval.types import ACCURACY, COMPOSITE, IOU, MRA, TEXT, EvalItem, ItemScore
 from easyvideor1.rewards import ScoreRequest, canonical_problem_type, score
 from easyvideor1.rewards.geometry import GeometryError, as_box, as_interval, box_iou, interval_iou
@@ -308,10 +309,13 @@ def summarize(bench: Any, records: list[dict[str, Any]], ctx: ScoringContext) ->
     }
     if bench.needs_judge and not ctx.judge:
         summary["notes"].append(
-            "no LLM judge configured: open-ended items were scored by the rule-based "
-            "fallback (exact match for QA, ROUGE for generation), not the official judge"
+            "no LLM judge configured: the strict metric scored open-ended items by the rule-based "
+            "fallback (exact match for QA, ROUGE for generation)"
         )
     bench.extra_metrics(records, summary)
+    summary["strict"] = strict_block(bench, summary)
+    summary["official"] = official_block(bench, records, summary)
+    summary["differences"] = differences(bench, records)
     return summary
 
 

@@ -19,6 +19,7 @@ from easyvideor1.cache.media_source import is_remote
 from easyvideor1.data import Sample, load_samples
 from easyvideor1.data.prepared import PREPARED_FIELD
 from easyvideor1.eval.benchmarks.base import Benchmark, letter_options, register
+from easyvideor1.eval.benchmarks.official import ProjectScoring
 from easyvideor1.eval.types import AnnotationError, EvalItem
 from easyvideor1.rewards import UnknownProblemType, canonical_problem_type
 
@@ -83,7 +84,7 @@ def _file_name(path: Path | str) -> str:
 
 
 @register
-class JSONLBenchmark(Benchmark):
+class JSONLBenchmark(ProjectScoring, Benchmark):
     name = "jsonl"
     title = "Training-format JSONL"
     category_fields = ("problem_type", "file", "data_type")

@@ -15,18 +15,31 @@ text) -- and names any missing field.
 Videos: the source video ``videos/<video>`` (the ``video`` field, as in the CC track) or
 ``videos/<video_id>.mp4``, with frames sampled within the event's ``[begin, end]`` only
 (``EvalItem.clip``), as the official evaluation passes ``video_start``/``video_end``. A clip
-cut beforehand as ``clips/<video_id>_<begin>_<end>.mp4`` is used whole instead.
+cut beforehand as ``clips/<video_id>_<begin>_<end>.mp4`` is used whole instead. The
+official script's own JSONL names the window ``video_start`` / ``video_end``; those are read
+when ``begin`` / ``end`` are absent.
+
+Official metric: the official script does not read generated text. It appends "Answer:" to
+the prompt, takes the option whose letter token has the highest logit and counts the
+question right when the first character of that option string (its letter) equals
+``answer``; accuracy is correct / total over all questions (per ``q_type`` and on the OCR
+questions likewise, nothing left out). From a generated response the nearest reading is the
+same comparison on the response's first character (``official_item``): "C", "C. player 10"
+and "C: ..." count, "(C)", "The answer is C" and "<answer>C</answer>" do not. This is a
+reading of the script, not a reproduction: a likelihood-scored run can differ.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from easyvideor1.eval.benchmarks.base import (
     LETTERS,
     Benchmark,
+    OfficialVerdict,
     answer_letter,
     field,
     find_file,
@@ -36,6 +49,8 @@ from easyvideor1.eval.benchmarks.base import (
     register,
     require_answer,
 )
+from easyvideor1.eval.benchmarks.official import grouped_official_mean
+from easyvideor1.eval.benchmarks.official_groups import mean_with_group_means
 from easyvideor1.eval.types import AnnotationError, EvalItem
 
 ANNOTATIONS = ("LiveSports-3K-QA.jsonl", "LiveSports-3K-QA.json", "qa*.jsonl", "qa*.json")
@@ -46,7 +61,7 @@ def _bare(options: list[Any]) -> list[Any]:
     """Option texts without their ``A:`` / ``A.`` / ``(A)`` labels (when all are labelled A, B, ...)."""
     labels = [_LABEL.match(o) if isinstance(o, str) else None for o in options]
     if all(labels) and [m.group(1).upper() for m in labels] == list(LETTERS[: len(options)]):
-        return [o[m.end():] for o, m in zip(options, labels)]
+        return [o[m.end() :] for o, m in zip(options, labels)]
     return options
 
 
@@ -58,8 +73,9 @@ def _time_forms(value: float) -> list[str]:
 @register
 class LiveSports3KQA(Benchmark):
     name = "livesports3k_qa"
-    protocol_version = 2  # release format / clip windows (2026-11)
+    protocol_version = 3  # official metric beside the strict one (2026-12)
     title = "LiveSports-3K-QA"
+    official_source = "showlab/livecc evaluation/livesports3kqa/distributed_evaluate_livesports3kqa.py"
     category_fields = ("q_type", "ocr")
     video_defaults = {"fps": 2.0, "max_frames": 64}
     annotation = "LiveSports-3K-QA.json; videos videos/<video_id>.mp4, seen within [begin, end]"
@@ -75,10 +91,12 @@ class LiveSports3KQA(Benchmark):
                 raw = field(row, "options", path, where, list)  # names the wrong type
             options = letter_options(_bare(raw), path, where)
             video_id = str(field(row, "video_id", path, where, (str, int)))
-            begin = field(row, "begin", path, where, float)
-            end = field(row, "end", path, where, float)
+            begin = field(row, ("begin", "video_start"), path, where, float)
+            end = field(row, ("end", "video_end"), path, where, float)
             if not 0 <= begin < end:
-                raise AnnotationError(str(path), where, "begin/end", f"need 0 <= begin < end, got [{begin}, {end}]")
+                raise AnnotationError(
+                    str(path), where, "begin/end", f"need 0 <= begin < end, got [{begin}, {end}]"
+                )
             video, clip = self._video(root, row, video_id, begin, end)
             ocr = _ocr(field(row, ("OCR", "ocr"), path, where, (int, bool, str), default=None), path, where)
             items.append(
@@ -100,6 +118,25 @@ class LiveSports3KQA(Benchmark):
                 )
             )
         return items
+
+    def official_item(
+        self, item: EvalItem, response: str, ctx: Any, metas: Sequence[Any] = ()
+    ) -> OfficialVerdict:
+        first = response[:1]
+        return OfficialVerdict(
+            values={"accuracy": float(first == item.answer)},
+            extracted=first or None,
+            note="the official script compares the first character of the chosen option with the answer",
+        )
+
+    def official_summary(
+        self, records: list[dict[str, Any]], summary: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        headline = mean_with_group_means(records, "q_type")
+        if headline is None:
+            return None
+        ocr = grouped_official_mean(records, "ocr", members=("OCR",))
+        return {**headline, "ocr": ocr["value"] if ocr else None}
 
     @staticmethod
     def _video(

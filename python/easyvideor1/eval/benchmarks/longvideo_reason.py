@@ -12,18 +12,28 @@ extract into ``longvideo_eval_subset<N>/`` folders).
 A few rows of the release carry no usable option block (lmms-eval counts five); they are
 kept, as upstream scores all 1,000, with the problem text shown as shipped and the answer
 read as a letter; the report says how many. Scores: accuracy overall and per
-``problem_type``. The answer letter is read by the rewards multiple-choice reader, which is
-more lenient than the official exact comparison of ``<answer>`` spans.
+``problem_type``. The strict answer letter is read by the rewards multiple-choice reader.
+
+Official score (NVlabs/Long-RL ``eval/eval.py``, ``accuracy_reward``): first ``math_verify``
+(``verify(parse(response), parse(answer))``), which never holds here: ``parse`` reads nothing
+from a letter answer such as ``<answer>B</answer>`` (so it is not run); then the first
+single-line ``<answer>(.*?)</answer>`` of the response (``<answer>Therefore the final answer
+is: (.*?)</answer>`` when the response contains that phrase), stripped, or the whole stripped
+response without a span, must equal the letter inside the answer's tags exactly (case and
+punctuation count). The mean is over the items whose generation succeeded: ``eval.py`` drops
+an item whose generation raised, so an item with no response is left out of the denominator.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from easyvideor1.eval.benchmarks.base import (
     LETTERS,
     Benchmark,
+    OfficialVerdict,
     VideoIndex,
     answer_letter,
     field,
@@ -38,6 +48,16 @@ ANNOTATIONS = ("test.jsonl", "test.json", "longvideo-reason/test.jsonl")
 PROBLEM_TYPES = ("temporal", "goal", "spatial", "plot")
 _OPTION = re.compile(r"^\s*([A-J])\.\s+(.*)$")
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+# eval.py's patterns have no DOTALL: a span must sit on one line.
+_OFFICIAL_SPAN = re.compile(r"<answer>(.*?)</answer>")
+_OFFICIAL_THEREFORE = re.compile(r"<answer>Therefore the final answer is: (.*?)</answer>")
+
+
+def official_answer(response: str) -> str:
+    """What ``eval.py`` compares with the ground truth."""
+    pattern = _OFFICIAL_THEREFORE if "Therefore the final answer is:" in response else _OFFICIAL_SPAN
+    match = pattern.search(response)
+    return match.group(1).strip() if match else response.strip()
 
 
 def split_problem(problem: str) -> tuple[str, tuple[str, ...] | None]:
@@ -70,11 +90,12 @@ def split_problem(problem: str) -> tuple[str, tuple[str, ...] | None]:
 @register
 class LongVideoReason(Benchmark):
     name = "longvideo_reason"
-    protocol_version = 2  # release format / clip windows (2026-11)
+    protocol_version = 3  # official scoring (2026-12)
     title = "LongVideo-Reason"
     category_fields = ("problem_type",)
     video_defaults = {"fps": 1.0, "max_frames": 64}
     annotation = "test.jsonl (LongVideo-Reason/longvideo-reason); videos longvila_videos/<name>"
+    official_source = "NVlabs/Long-RL eval/eval.py"
 
     def load(self, root: Path) -> list[EvalItem]:
         path = find_file(root, ANNOTATIONS, "LongVideo-Reason annotation (test.jsonl)")
@@ -94,7 +115,9 @@ class LongVideoReason(Benchmark):
             if options is None:
                 malformed.append(qid)
                 if len(answer) != 1 or answer.upper() not in LETTERS:
-                    raise AnnotationError(str(path), where, "answer", f"expected an option letter, got {answer!r}")
+                    raise AnnotationError(
+                        str(path), where, "answer", f"expected an option letter, got {answer!r}"
+                    )
                 answer = answer.upper()
             else:
                 answer = answer_letter(answer, options, path, where)
@@ -117,6 +140,13 @@ class LongVideoReason(Benchmark):
                 f"(problem_id {', '.join(malformed[:10])}{', ...' if len(malformed) > 10 else ''})"
             )
         return items
+
+    def official_item(self, item: EvalItem, response: str, ctx: Any, metas: Any = ()) -> OfficialVerdict:
+        if not response:
+            # An item without a response is one whose generation failed: eval.py drops it.
+            return OfficialVerdict(excluded="no response: eval.py leaves failed generations out")
+        answer = official_answer(response)
+        return OfficialVerdict(values={"accuracy": float(answer == item.answer)}, extracted=answer)
 
 
 def _video(root: Path, index: VideoIndex, video: str) -> str:

@@ -1,23 +1,35 @@
 """OVO-Bench (offline protocol): backward tracing, real-time perception, forward responding.
 
-Reads ``ovo_bench_new.json``: a list of rows with ``id``, ``task`` and ``video``.
-Backward/real-time tasks (EPM, ASI, HLD, STU, OJR, ATR, ACR, OCR, FPD) have ``question``,
-``options``, ``gt`` (index) and ``realtime``; the model sees the video up to ``realtime``,
-cut as ``chunked_videos/<id>.mp4``. Forward tasks (REC, SSR, CRR) have ``test_info``: a list
-of probes ``{"realtime", "count"}`` (REC: how many times so far) or ``{"realtime", "type"}``
-(SSR/CRR: 1 = yes, 0 = no), each seen as ``chunked_videos/<id>_<k>.mp4``.
+Release: JoeLeelyf/OVO-Bench ``data/ovo_bench_new.json`` (also on the Hugging Face Hub), a
+list of rows with a unique ``id``, ``task`` and ``video``. Backward/real-time tasks (EPM, ASI,
+HLD, STU, OJR, ATR, ACR, OCR, FPD) have ``question``, ``options``, ``gt`` (index), ``answer``
+and ``realtime``; the model sees the video up to ``realtime``, cut by the release's
+``utils/chunk_videos.py`` as ``chunked_videos/<id>.mp4``. Forward tasks have ``test_info``,
+a list of probes, each seen as ``chunked_videos/<id>_<k>.mp4`` (item id ``<id>/<k>``): REC
+rows (``activity``) probes ``{"realtime", "count"}``; SSR rows (``tutorial``, ``all_steps``,
+no question) probes ``{"realtime", "step", "type"}``; CRR rows (``question``) probes
+``{"realtime", "type"}`` (1 = yes, 0 = no).
 
-Scores: accuracy per task; each group is the mean of its tasks; the overall is the mean of
-the three groups. Forward tasks are scored per probe.
+Official scorer: JoeLeelyf/OVO-Bench ``utils/OVOBenchScore.py`` (``OVOBenchOfflineScore``),
+reproduced by ``official_item`` / ``official_summary``: a multiple-choice response is right
+when the letter ``chr(65 + gt)`` occurs anywhere in it (a substring test: "B. A drawer" is
+right for A as well as B); REC joins all the digits of the response and compares the string
+with the count ("2 of 10" reads "210"); SSR/CRR accept exactly "Y" / "N", else "Yes" / "No"
+as a case-sensitive substring ("yes" is wrong, "Not sure" reads "No"). Scores: accuracy per
+task (forward tasks per probe), each group the mean of its tasks, the overall the mean of
+the three groups. The strict metric reads answers with the rewards library and aggregates
+the same way.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 from easyvideor1.eval.benchmarks.base import (
     Benchmark,
+    OfficialVerdict,
     answer_letter,
     field,
     find_file,
@@ -27,6 +39,7 @@ from easyvideor1.eval.benchmarks.base import (
     register,
 )
 from easyvideor1.eval.benchmarks.common import composite, macro_mean
+from easyvideor1.eval.benchmarks.official import grouped_official_mean
 from easyvideor1.eval.types import AnnotationError, EvalItem
 
 GROUPS = {
@@ -44,6 +57,9 @@ class OVOBench(Benchmark):
     category_fields = ("task", "group")
     video_defaults = {"fps": 1.0, "max_frames": 32}
     annotation = "ovo_bench_new.json; clips chunked_videos/<id>.mp4 and <id>_<k>.mp4"
+    protocol_version = 3
+    strict_metric = "overall"  # the summary's composite, as the benchmark reports it
+    official_source = "JoeLeelyf/OVO-Bench utils/OVOBenchScore.py"
 
     def load(self, root: Path) -> list[EvalItem]:
         path = find_file(root, ("ovo_bench_new.json", "*.json"), "OVO-Bench annotation (ovo_bench_new.json)")
@@ -75,7 +91,9 @@ class OVOBench(Benchmark):
                     )
                 )
                 continue
-            subject = field(row, ("question", "activity"), path, where)
+            # REC counts an activity, CRR asks a question, SSR names a step per probe.
+            subject = {"REC": "activity", "CRR": "question"}.get(task)
+            subject = field(row, subject, path, where) if subject else ""
             for k, probe in enumerate(field(row, "test_info", path, where, list)):
                 spot = f"{where} test_info[{k}]"
                 items.append(self._probe(root, path, spot, rid, k, task, subject, probe, categories))
@@ -113,7 +131,7 @@ class OVOBench(Benchmark):
         if kind not in (0, 1):
             raise AnnotationError(str(path), where, "type", f"expected 0 or 1, got {kind}")
         if task == "SSR":
-            step = probe.get("step") or subject
+            step = field(probe, "step", path, where)
             question = f'Is the person performing the step "{step}" at this moment?'
         else:
             question = f'Is there enough information in the video so far to answer: "{subject}"?'
@@ -129,3 +147,40 @@ class OVOBench(Benchmark):
         )
         if "overall" in summary["metrics"]:
             summary["metrics"]["overall"]["kind"] = "accuracy"  # a mean of accuracies stays an accuracy
+
+    def official_item(self, item: EvalItem, response: str, ctx: Any, metas=()) -> OfficialVerdict:
+        task = item.categories["task"]
+        if task == "REC":
+            digits = "".join(re.findall(r"\d+", response))
+            return OfficialVerdict(values={"accuracy": float(digits == item.answer)}, extracted=digits)
+        if task in ("SSR", "CRR"):
+            word = "Yes" if item.answer == "yes" else "No"
+            exact = response == word[0]
+            right = exact or word in response
+            return OfficialVerdict(
+                values={"accuracy": float(right)},
+                extracted=word if right else None,
+                note='the official test is a case-sensitive substring ("Yes"/"No", or exactly Y/N)',
+            )
+        right = item.answer in response
+        return OfficialVerdict(
+            values={"accuracy": float(right)},
+            extracted=item.answer if right else None,
+            note="the official test is whether the right letter occurs anywhere in the response",
+        )
+
+    def official_summary(
+        self, records: list[dict[str, Any]], summary: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        groups = {g: grouped_official_mean(records, "task", members=tasks) for g, tasks in GROUPS.items()}
+        groups = {g: m for g, m in groups.items() if m is not None}
+        if not groups:
+            return None
+        return {
+            "metric": "overall",
+            "kind": "accuracy",
+            "value": sum(m["value"] for m in groups.values()) / len(groups),
+            "n": sum(m["n"] for m in groups.values()),
+            "over": {g: round(m["value"], 6) for g, m in groups.items()},
+            "tasks": {t: v for m in groups.values() for t, v in m["over"].items()},
+        }

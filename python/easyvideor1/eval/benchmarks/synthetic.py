@@ -12,12 +12,13 @@ from pathlib import Path
 from easyvideor1.data import load_samples
 from easyvideor1.eval.benchmarks.base import Benchmark, find_file, register
 from easyvideor1.eval.benchmarks.jsonl import item_from_sample
+from easyvideor1.eval.benchmarks.official import ProjectScoring
 from easyvideor1.eval.types import EvalItem
 from easyvideor1.rewards import canonical_problem_type
 
 
 @register
-class Synthetic(Benchmark):
+class Synthetic(ProjectScoring, Benchmark):
     name = "synthetic"
     title = "Synthetic tasks (evr1 data synth)"
     category_fields = ("task", "problem_type")

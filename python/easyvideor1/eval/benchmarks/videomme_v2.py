@@ -12,6 +12,17 @@ per question with ``video_id``, ``question_id`` (``"001-1"`` .. ``"001-4"``), ``
 member gets the group's values). The four questions of a video form its group. Videos:
 ``data/<video_id>.mp4`` (lmms-eval's layout) or ``videos/<video_id>.mp4``.
 
+Official score (``evaluate`` / ``get_final_rating``): the letter is read by
+``extract_characters_regex_v2`` (answer phrases such as ``Final Answer:`` / ``Answer:``
+deleted, then the first capital A-H anywhere); a response without one scores -1, which the
+script then uses as a number: a relevance group sums its scores (a -1 takes one right answer
+away; a negative sum scores 0) and a logic chain tests them for truth (a -1 continues the
+chain as if right). ``total`` (the headline) is the mean group score; the levels, group types
+and ``Simple accuracy`` (over the items with a letter) ride along. Groups are the script's
+runs of four rows in file order; the release keeps a video's four questions together, so the
+adapter's groups by ``video_id`` are the same. The strict metric is the rewards reader with
+every item counted (``non_lin_score`` below).
+
 Scores: per-question accuracy ("Avg Acc") and ``non_lin_score``, the mean over groups of
 the official group score. A relevance group with k of 4 right scores (k/4)^2. A logic
 group scores by its correct chain (questions in ``question_id`` order): ``[1, 2, 3, 4]``
@@ -27,11 +38,13 @@ from __future__ import annotations
 import ast
 import json
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from easyvideor1.eval.benchmarks.base import (
     Benchmark,
+    OfficialVerdict,
     field,
     find_file,
     find_video,
@@ -40,7 +53,9 @@ from easyvideor1.eval.benchmarks.base import (
     register,
     split_embedded_options,
 )
+from easyvideor1.eval.benchmarks.extraction import VIDEOMME_V2_PREFIXES, first_letter_after_prefixes
 from easyvideor1.eval.types import COMPOSITE, AnnotationError, EvalItem
+from easyvideor1.video.metadata import VideoMetadata
 
 GROUP_TYPES = ("relevance", "logic")
 # Official score of m links of a logic chain, per group structure.
@@ -113,17 +128,20 @@ def _group_value(value: Any) -> Any:
 @register
 class VideoMMEv2(Benchmark):
     name = "videomme_v2"
-    protocol_version = 2  # release format / clip windows (2026-11)
+    protocol_version = 3  # official extraction and group rating (2026-12)
     title = "Video-MME-v2"
     category_fields = ("group_type", "level", "second_head", "third_head")
     video_defaults = {"fps": 1.0, "max_frames": 64}
     annotation = "test.json(l) (export of test.parquet); videos data/<video_id>.mp4"
+    official_source = "MME-Benchmarks/Video-MME-v2 evaluation/test_video_mme_v2.py"
 
     def load(self, root: Path) -> list[EvalItem]:
         path = find_file(root, ANNOTATIONS, "Video-MME-v2 annotation (JSON/JSONL export of test.parquet)")
         rows: dict[str, list[tuple[str, dict]]] = defaultdict(list)
         for where, row in read_records(path):
-            video = str(field(row, "video_id", path, where, (str, int)))
+            video = str(
+                field(row, ("video_id", "video"), path, where, (str, int))
+            )  # lmms-eval; the script: video
             rows[video].append((where, row))
         items = []
         for video, members in rows.items():
@@ -132,11 +150,15 @@ class VideoMMEv2(Benchmark):
                 options = _options(row, path, where)
                 items.append(
                     self.choice_item(
-                        field(row, "question_id", path, where, (str, int)), field(row, "question", path, where),
-                        options, field(row, "answer", path, where),
+                        field(row, "question_id", path, where, (str, int)),
+                        field(row, "question", path, where),
+                        options,
+                        field(row, "answer", path, where),
                         (find_video(root, ("data", "videos", ""), video),),
                         {"group_type": group["group_type"], **{k: group[k] for k in GROUP_FIELDS}},
-                        path=path, where=where, meta={"group": video, "structure": group["structure"]},
+                        path=path,
+                        where=where,
+                        meta={"group": video, "structure": group["structure"]},
                     )
                 )
         return items
@@ -164,6 +186,55 @@ class VideoMMEv2(Benchmark):
             group[key] = next((_group_value(r[key]) for _, r in members if r.get(key) is not None), None)
         return group
 
+    def official_item(
+        self, item: EvalItem, response: str, ctx: Any, metas: Sequence[VideoMetadata] = ()
+    ) -> OfficialVerdict:
+        letter = first_letter_after_prefixes(response, VIDEOMME_V2_PREFIXES, "ABCDEFGH")
+        if not letter:
+            return OfficialVerdict(
+                values={"accuracy": 0.0, "score": -1.0},
+                note="no capital A-H: the official score is -1 (left out of Simple accuracy, -1 in a "
+                "relevance sum, right in a logic chain)",
+            )
+        score = float(letter == item.answer)
+        return OfficialVerdict(values={"accuracy": score, "score": score}, extracted=letter)
+
+    def official_summary(
+        self, records: list[dict[str, Any]], summary: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        verdicts = [r for r in records if isinstance(r.get("official"), dict)]
+        groups: dict[str, list] = defaultdict(list)
+        for record in verdicts:
+            groups[record["meta"]["group"]].append(record)
+        if not groups:
+            return None
+        parts: dict[str, list[float]] = defaultdict(list)
+        for members in groups.values():
+            members.sort(key=lambda r: _question_order(r["id"]))
+            scores = [int(r["official"]["values"]["score"]) for r in members]
+            meta, categories = members[-1]["meta"], members[-1]["categories"]
+            structure = _as_tuple(json.loads(meta["structure"])) if meta.get("structure") else None
+            value = official_group_score(scores, categories["group_type"], structure)
+            parts["total"].append(value)
+            parts[f"{categories['group_type']}_score"].append(value)
+            if categories["group_type"] == "relevance":
+                parts["relevance_linear_score"].append(sum(scores) / 4)
+            if categories.get("level") is not None:
+                parts[f"level_{int(categories['level'])}"].append(value)
+        valid = [r["official"]["values"]["score"] for r in verdicts if r["official"]["values"]["score"] >= 0]
+        over = {k: round(sum(v) / len(v), 6) for k, v in sorted(parts.items()) if k != "total"}
+        if valid:
+            over["simple_accuracy"] = round(sum(valid) / len(valid), 6)
+        total = parts["total"]
+        return {
+            "metric": "total (mean group score)",
+            "kind": COMPOSITE,
+            "value": sum(total) / len(total),
+            "n": len(verdicts),
+            "groups": len(total),
+            "over": over,
+        }
+
     def extra_metrics(self, records: list[dict[str, Any]], summary: dict[str, Any]) -> None:
         groups: dict[str, list] = defaultdict(list)
         for record in records:
@@ -187,6 +258,25 @@ class VideoMMEv2(Benchmark):
             for value, scores in by_value.items():
                 target = summary["categories"].setdefault(name, {}).setdefault(value, {})
                 target["non_lin_score"] = _mean_entry(scores, "groups")
+
+
+def official_group_score(scores: list[int], group_type: str, structure: tuple | None) -> float:
+    """``cal_relevance`` / ``cal_logic`` on the script's scores (1, 0, or -1 for no letter), 0..1."""
+    table = LOGIC_SCORES[(1, 2, 3, 4)]
+    if group_type == "relevance":
+        count = sum(scores)
+        return table[count] if 0 <= count <= 4 else 0.0
+    last = -1
+    for index, value in enumerate(scores):
+        if not value:  # -1 is true: a missing letter continues the chain
+            break
+        last = index
+    structure = structure or (1, 2, 3, 4)
+    if structure == (1, (2, 3), 4) and last == 0 and len(scores) > 2 and scores[2]:
+        last += 1
+    elif structure == ((1, 2), 3, 4) and last == -1 and len(scores) > 1 and scores[1]:
+        last += 1
+    return LOGIC_SCORES[structure][last + 1]
 
 
 def _mean_entry(scores: list[float], over: str) -> dict[str, Any]:

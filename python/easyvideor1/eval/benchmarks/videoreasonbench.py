@@ -10,14 +10,25 @@ demonstration type (``hrd``, ``file_sys``, ``cup``, ``grid``, ``card``, ``chip``
 "visible_time", "num_state", "num_operation", ...}}`` (a list or JSONL export of the Hub's
 ``<demo>/test-*.parquet`` with an ``id`` per row works too). Item ids are ``<demo>_<key>``.
 
-Scoring: the text after "Final Answer" (for tag-style responses, the ``<answer>`` span)
-goes to the LLM judge against ``answer`` (rule-based fallback: a normalised exact match);
-a response with neither scores 0 without a judge call, as in the official scorer.
+Strict scoring: the text after the last "Final Answer" (case-insensitive, the colon dropped;
+for tag-style responses, the ``<answer>`` span) goes to the project's judge against ``answer``
+(rule-based fallback: a normalised exact match); a response with neither scores 0 without a
+judge call.
+
+Official scoring (``eval_api.py`` ``evaluate``, ``utils/eval_utils.py``): the response is cut
+after the first Kimi-VL end-of-thinking marker; the text after the first "Final Answer"
+(case-sensitive; spaces trimmed but the colon kept: "Final Answer: x" gives ": x") is the
+answer; none, or an empty one, is wrong without a judge call. Otherwise the judge (GPT-4o, max
+16 tokens) gets the official prompt with the full question, that answer and the ground truth,
+and the item is right only when the reply is exactly ``Correct``. Accuracy pooled over all
+questions (``show_results.py``).
 ``prediction_operation`` questions ship no reference answer: officially they are scored by
 replaying the predicted operations in a puzzle simulator, which is not implemented, so they
-are skipped and the report says how many. Accuracy overall and per ``dim`` (``order_state`` and ``counting_state`` merged into
-``infer_state`` as ``show_results.py`` does), per level (1 recall, 2 infer, 3 predict), per
-demo and per number of operations (5-9, 10-14).
+are skipped and the report says how many; the official overall counts them (a sixth of the
+release), so the official score here is over the other five dimensions. Accuracy overall and
+per ``dim`` (``order_state`` and ``counting_state`` merged into ``infer_state`` as
+``show_results.py`` does), per level (1 recall, 2 infer, 3 predict), per demo and per number
+of operations (5-9, 10-14).
 """
 
 from __future__ import annotations
@@ -28,11 +39,13 @@ from typing import Any
 
 from easyvideor1.eval.benchmarks.base import (
     Benchmark,
+    OfficialVerdict,
     field,
     read_records,
     register,
 )
 from easyvideor1.eval.benchmarks.common import score_open
+from easyvideor1.eval.benchmarks.official_judge import ask, judged
 from easyvideor1.eval.types import AnnotationError, EvalItem, ItemScore
 
 DEMOS = ("hrd", "file_sys", "cup", "grid", "card", "chip")
@@ -60,6 +73,30 @@ def final_answer(response: str) -> str | None:
     return match.group(1) if match else None
 
 
+_OFFICIAL_FINAL = re.compile(r"Final Answer\s*(.*?)\s*$", re.DOTALL)
+# The official judge prompt (utils/eval_utils.py get_judge_prompt), reproduced because it defines the score.
+JUDGE_PROMPT = """You will be given a question, a model response and a ground-truth answer. Your task is to determine whether the model response is correct based on the ground-truth answer. The model response should contain all information in the ground-truth answer.
+
+Question: {question}
+
+Model Response: {response}
+
+Ground-Truth Answer: {ground_truth}
+
+Directly output "Correct" or "Incorrect":
+"""
+
+
+def official_final_answer(response: str) -> str | None:
+    """``extract_final_answer``: the text after the first "Final Answer" (None: not found)."""
+    if not response:
+        return None
+    if _THINK_END in response:
+        response = response.split(_THINK_END)[1]
+    match = _OFFICIAL_FINAL.search(response)
+    return match.group(1) if match else None
+
+
 def _operations_bucket(count: Any) -> str | None:
     if not isinstance(count, int | float) or isinstance(count, bool):
         return None
@@ -71,12 +108,15 @@ def _operations_bucket(count: Any) -> str | None:
 @register
 class VideoReasonBench(Benchmark):
     name = "videoreasonbench"
-    protocol_version = 2  # release format / clip windows (2026-11)
+    protocol_version = 3  # official scoring (2026-12)
     title = "VideoReasonBench"
     category_fields = ("dim", "level", "demo", "num_operation")
     video_defaults = {"fps": 1.0, "max_frames": 128}
     needs_judge = True
-    annotation = "questions/<demo>.json (hrd, file_sys, cup, grid, card, chip); videos videos/<demo>/<name>.mp4"
+    annotation = (
+        "questions/<demo>.json (hrd, file_sys, cup, grid, card, chip); videos videos/<demo>/<name>.mp4"
+    )
+    official_source = "llyx97/video_reason_bench eval_api.py, utils/eval_utils.py"
 
     def load(self, root: Path) -> list[EvalItem]:
         files = []
@@ -88,7 +128,9 @@ class VideoReasonBench(Benchmark):
                     break
         if not files:
             raise AnnotationError(
-                str(root), None, None,
+                str(root),
+                None,
+                None,
                 "no VideoReasonBench annotation found (looked for questions/<demo>.json and <demo>.json "
                 f"for demo in {', '.join(DEMOS)})",
             )
@@ -141,6 +183,19 @@ class VideoReasonBench(Benchmark):
             # The official scorer gives 0 without a judge call when there is no final answer.
             return ItemScore({"accuracy": 0.0}, None, {"final_answer": answer}, scoring="rule")
         return score_open(item, f"<answer>{answer}</answer>", ctx)
+
+    @judged
+    def official_item(self, item: EvalItem, response: str, ctx: Any, metas: Any = ()) -> OfficialVerdict:
+        answer = official_final_answer(response)
+        if not answer:
+            return OfficialVerdict(
+                values={"accuracy": 0.0},
+                extracted=answer,
+                note="no 'Final Answer' (case-sensitive): wrong without a judge call",
+            )
+        prompt = JUDGE_PROMPT.format(question=item.question, response=answer, ground_truth=item.answer)
+        reply = ask(ctx, prompt, max_tokens=16)
+        return OfficialVerdict(values={"accuracy": float(reply == "Correct")}, extracted=answer)
 
 
 def _video(root: Path, video: str) -> str:

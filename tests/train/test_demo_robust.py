@@ -1,0 +1,114 @@
+"""`evr1 demo` learns every task type, and the same seed gives the same table (train/demo.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from easyvideor1.cli.main import main
+from easyvideor1.data.synth_common import SynthConfig
+from easyvideor1.data.synth_demo_tasks import DEMO_VIDEO, demo_when, demo_when_chance, when_windows
+from easyvideor1.rewards import ScoreRequest, score
+from easyvideor1.train.demo import (
+    CHANCE,
+    DemoSettings,
+    format_seed_table,
+    learnt,
+    run_demo,
+    run_demo_seeds,
+    seed_statistics,
+)
+
+
+def test_when_windows_sit_on_the_policys_time_grid():
+    windows = when_windows(DEMO_VIDEO)
+    # 4 s at 4 fps, whole seconds: 4 windows of one second, 3 of two.
+    assert windows == [(0, 3), (4, 7), (8, 11), (12, 15), (0, 7), (4, 11), (8, 15)]
+    rng = np.random.default_rng(3)
+    answers = {demo_when(rng, DEMO_VIDEO).answer for _ in range(60)}
+    assert answers == {"[0, 1]", "[1, 2]", "[2, 3]", "[3, 4]", "[0, 2]", "[1, 3]", "[2, 4]"}
+    with pytest.raises(ValueError, match="whole frames"):
+        when_windows(SynthConfig(fps=8.0, seconds=2.5))  # 20 frames: 2.5 steps of 8
+
+
+def test_temporal_grounding_chance_is_the_best_blind_answer():
+    chance = demo_when_chance(DEMO_VIDEO)
+    assert chance == pytest.approx(8 / 21)  # [1, 3] against the seven windows
+    assert CHANCE["temporal grounding"] == chance
+    windows = [f"[{a // 4}, {(b + 1) // 4}]" for a, b in when_windows(DEMO_VIDEO)]
+    for guess in ("[1, 3]", "[0, 4]", "[1, 2]", "[0, 2]"):
+        mean = np.mean([_tiou(guess, gt) for gt in windows])
+        assert mean <= chance + 1e-9
+    assert np.mean([_tiou("[1, 3]", gt) for gt in windows]) == pytest.approx(chance)
+
+
+def _tiou(answer: str, truth: str) -> float:
+    return score(ScoreRequest(f"<answer>{answer}</answer>", truth, "temporal grounding")).accuracy
+
+
+def test_learnt_needs_a_margin_over_chance_and_the_start():
+    before = {"boolean": 0.0, "multiple choice": 0.0, "temporal grounding": 0.0}
+    assert learnt(before, {"boolean": 0.81, "multiple choice": 0.34, "temporal grounding": 0.70}) == {
+        "boolean": True, "multiple choice": False, "temporal grounding": True}
+    assert learnt({"boolean": 0.9}, {"boolean": 0.9}) == {"boolean": False}  # no better than the start
+    runs = [{"seed": s, "before": before, "after": {"boolean": a}, "learnt": {"boolean": a > 0.7}}
+            for s, a in ((0, 1.0), (1, 0.6), (2, 0.8))]
+    stats = seed_statistics(runs)["boolean"]
+    assert (stats["after_mean"], stats["after_min"], stats["after_max"], stats["learnt_in"]) == (
+        pytest.approx(0.8), 0.6, 1.0, 2)
+    assert stats["after_std"] == pytest.approx(0.2)
+    table = format_seed_table({"seeds": [0, 1, 2], "by_type": seed_statistics(runs)})
+    assert "2 of 3" in table and "0.80" in table
+
+
+def test_cli_refuses_no_seeds(capsys, tmp_path):
+    assert main(["demo", "--out", str(tmp_path), "--seeds", "0"]) == 1
+    assert "--seeds must be >= 1" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(1200)  # three short demos: about 2 minutes on 2 idle cores, 10 when shared
+def test_seeds_mode_and_same_seed_same_table(tmp_path, capsys):
+    """`--seeds 2` runs seeds 5 and 6 in OUT/seed-K with the spread per task; seed 5 run again on
+    this machine gives the same held-out results (short runs: 2 steps, 4 questions per type)."""
+    small = {"steps": 2, "n_per_type": 4, "n_val_per_type": 4}
+    summary = run_demo_seeds(DemoSettings(out_dir=tmp_path / "seeds", seed=5, **small), 2)
+    assert summary["seeds"] == [5, 6]
+    assert json.loads((tmp_path / "seeds" / "demo_seeds.json").read_text())["seeds"] == [5, 6]
+    assert (tmp_path / "seeds" / "seed-6" / "demo_summary.json").is_file()
+    stats = summary["by_type"]["boolean"]
+    assert stats["after"] == [run["after"]["boolean"] for run in summary["runs"]]
+    assert "over seeds 5, 6" in capsys.readouterr().out
+    again = run_demo(DemoSettings(out_dir=tmp_path / "again", seed=5, **small))
+    first = summary["runs"][0]
+    assert (again["before"], again["after"], again["counts"]) == (first["before"], first["after"], first["counts"])
+    assert again["counts"] == {"boolean": 4, "multiple choice": 4, "temporal grounding": 4}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)  # about 3 minutes on 2 idle cores
+def test_default_demo_learns_the_colour_tasks(tmp_path):
+    """The default run (seed 0, what `make demo` runs) on 32 held-out questions per task type: both
+    colour tasks end clearly above their start and chance (train/demo.py: LEARNT_SHARE; over seeds
+    0-2 yes/no 1.00 each, multiple choice 1.00/0.84/0.78). Temporal grounding learns its answer
+    format from the offline answers (above its start of 0) but not yet when the square is visible: 0.33-0.36 against the video-blind 0.38
+    (docs: README's demo paragraph), so only the format is asserted for it."""
+    summary = run_demo(DemoSettings(out_dir=tmp_path))
+    assert summary["counts"] == {"boolean": 32, "multiple choice": 32, "temporal grounding": 32}
+    assert summary["learnt"]["boolean"] and summary["learnt"]["multiple choice"], summary
+    assert summary["after"]["temporal grounding"] > summary["before"]["temporal grounding"], summary
+
+
+def test_cli_help_states_the_demos_defaults(capsys):
+    """The flags default to DemoSettings' fields; their help names those values."""
+    with pytest.raises(SystemExit):
+        main(["demo", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    defaults = DemoSettings(out_dir=Path("x"))
+    for flag, value in (("--steps", defaults.steps), ("--n-per-type", defaults.n_per_type),
+                        ("--n-val-per-type", defaults.n_val_per_type), ("--n", defaults.group_size),
+                        ("--seed", defaults.seed), ("--family", defaults.family)):
+        after = text.split(f" {flag} ", 1)[1]
+        assert f"({value})" in after.split(" --", 1)[0], (flag, value)
