@@ -45,6 +45,7 @@ class OfficialVerdict:
     excluded: str | None = None
     needs_judge: bool = False
     note: str | None = None
+    not_reproduced: bool = False  # the adapter has no official rule (a user's own adapter)
 
     def as_record(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v not in (None, False, {})}
@@ -119,6 +120,10 @@ def official_block(bench: Any, records: list[dict[str, Any]], summary: dict[str,
             "(recorded before official scoring existed): re-run without --resume"
         )
         return block
+    if any(o.get("not_reproduced") for o in verdicts):
+        block["status"] = "not reproduced"
+        block["message"] = f"adapter {bench.name!r} implements no official scorer: only the strict metric"
+        return block
     judged = sum(1 for o in verdicts if o.get("needs_judge"))
     if judged:
         block["status"] = NEEDS_JUDGE
@@ -162,7 +167,7 @@ def differences(bench: Any, records: list[dict[str, Any]]) -> dict[str, Any]:
     examples: dict[str, str] = {}
     for record in records:
         official = record.get("official")
-        if not isinstance(official, dict) or official.get("needs_judge"):
+        if not isinstance(official, dict) or official.get("needs_judge") or official.get("not_reproduced"):
             continue
         if official.get("excluded"):
             reason = f"excluded by the official script: {official['excluded']}"
