@@ -193,6 +193,30 @@ class ActorConfig(Section):
     fsdp: FSDPConfig = Field(default_factory=FSDPConfig)
 
 
+class ToolsConfig(Section):
+    """Multi-turn rollouts in which the policy calls video tools over the frame store (docs/tools.md)."""
+
+    enabled: bool = Field(False, description="Declare get_frames/zoom to the policy and run multi-turn rollouts "
+                          "(training, validation and `evr1 eval --tools`).")
+    max_turns: int = Field(3, ge=1, description="Most tool calls in one trajectory; a call past it gets a tool "
+                           "message saying so and the policy must answer.")
+    frames_per_call: int = Field(8, ge=1, description="Most frames one get_frames call returns (a longer window "
+                                 "or a higher fps is thinned to this).")
+    frames_per_trajectory: int = Field(16, ge=1, description="Most frames (zoom crops included) all tool calls "
+                                       "of one trajectory may fetch; a call over it is refused with the reason.")
+    max_fps: float = Field(8.0, gt=0, allow_inf_nan=False, description="Highest frame rate get_frames samples at.")
+    zoom_max_pixels: int = Field(200704, ge=3136, description="Pixel budget of one zoom crop after resizing "
+                                 "(the crop is taken at the source resolution first).")
+    window_max_pixels: int | None = Field(None, ge=3136, description="Pixel budget per get_frames frame "
+                                          "(null: the data's video max_pixels).")
+    call_cost: float = Field(0.0, ge=0, allow_inf_nan=False, description="Subtracted from the overall reward "
+                             "per tool call (an error call costs the same).")
+    max_tokens_per_turn: int | None = Field(None, ge=1, description="Generation limit of one policy turn (null: "
+                                            "what is left of data.max_response_length).")
+    timeout_s: float = Field(30.0, gt=0, allow_inf_nan=False, description="Time limit of one tool call (the "
+                             "frame-cache service's tool endpoint in distributed mode).")
+
+
 class RolloutConfig(Section):
     engine: Literal["vllm", "hf"] = Field("vllm", description="Generation backend.")
     n: int = Field(8, ge=1, description="Responses per question (group size).")
@@ -217,6 +241,7 @@ class RolloutConfig(Section):
     sleep_level: Literal[1, 2] = Field(1, description="With colocate: 1 offloads vLLM's weights to host memory "
                                        "and drops its KV cache; 2 drops both (the weights are woken first and "
                                        "reloaded from the actor, then the KV cache).")
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
 
 
 class RewardConfig(Section):

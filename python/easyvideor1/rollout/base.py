@@ -17,6 +17,7 @@ from typing import Any
 from easyvideor1.errors import ConfigError, EasyVideoR1Error
 from easyvideor1.models.families import IMAGE_PAD, VIDEO_PAD, VISION_END, VISION_START, ModelFamily
 from easyvideor1.models.inputs import ImageInput, PromptBuilder, PromptInputs, VideoInput
+from easyvideor1.models.trajectory import Trajectory
 
 __all__ = [
     "Completion", "EngineAsleepError", "ImageInput", "RolloutEngine", "RolloutError", "RolloutRequest",
@@ -108,6 +109,9 @@ class Completion:
     logprobs: list[float] | None
     finish_reason: str
     is_offline: bool = False
+    # A multi-turn response (tools on): token_ids/logprobs then span the tool turns too
+    # (log-prob 0.0 there) and the trajectory says which tokens are the policy's.
+    trajectory: Trajectory | None = None
 
 
 @dataclass
