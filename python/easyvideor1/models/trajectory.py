@@ -33,6 +33,7 @@ class Trajectory:
     video_grid_thw: tuple[Grid, ...] = ()
     image_grid_thw: tuple[Grid, ...] = ()
     second_per_grid_ts: tuple[float, ...] | None = None
+    media_refs: tuple[dict[str, Any], ...] = ()  # ToolOutcome.refs of every tool medium, in order
     # What the rollout did, for metrics.
     turns: int = 1  # policy turns
     tool_calls: int = 0  # calls the policy made (valid or not)

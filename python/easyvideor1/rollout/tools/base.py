@@ -41,6 +41,10 @@ class ToolOutcome:
     videos: tuple[VideoInput, ...] = ()
     images: tuple[ImageInput, ...] = ()
     error: str | None = None  # set when the call was refused (the text says why)
+    # How to fetch each medium again (one dict per video then image, in order: the tool, the
+    # video's path/key and the call's resolved arguments), so a trajectory can travel over the
+    # queue without its pixels and be re-fetched by the trainer through a ToolFrameSource.
+    refs: tuple[dict[str, Any], ...] = ()
 
     @property
     def frames(self) -> int:
@@ -93,8 +97,15 @@ class ToolKit(ABC):
         """Where a policy turn that makes a call ends (the family's closing call tag)."""
 
     @abstractmethod
-    def tool_turn(self, outcome: ToolOutcome) -> list[dict[str, Any]]:
-        """The chat message(s) of a tool turn (``role: tool``, content items for its media)."""
+    def tool_turn_text(self, outcome: ToolOutcome) -> str:
+        """The text appended after a policy turn that made a call, up to and including the next
+        assistant header, in the family's chat format, with one unexpanded vision placeholder
+        (``<|vision_start|><|video_pad|><|vision_end|>`` / ``..<|image_pad|>..``) per medium in
+        the order of ``outcome.videos`` then ``outcome.images``."""
+
+    @abstractmethod
+    def refetch(self, ref: dict[str, Any]) -> VideoInput | ImageInput:
+        """The medium one of ``ToolOutcome.refs`` describes, fetched again (same frames)."""
 
     @abstractmethod
     def session(self, video: ToolVideo) -> ToolSession:
