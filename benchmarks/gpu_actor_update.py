@@ -16,7 +16,8 @@ Side by side in one process, on the same sample (about 21k tokens: 128 frames of
 Prints step time, tokens/s, estimated MFU (dense bf16 peak 989 TFLOP/s), the ratio, and the
 step time with cached frames vs decoding the video on the fly.
 
-usage (GPU): python benchmarks/gpu_actor_update.py [--steps 3] [--layers 36]
+usage (GPU): python benchmarks/gpu_actor_update.py [--steps 3] [--layers 36] [--profile]
+       CPU smoke: python benchmarks/gpu_actor_update.py --smoke --profile
 """
 
 from __future__ import annotations
@@ -31,9 +32,21 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 PEAK_BF16_FLOPS = 989e12
 
 
-def qwen25_vl_3b_config(token_ids: dict[str, int], layers: int):
+def qwen25_vl_3b_config(token_ids: dict[str, int], layers: int, *, smoke: bool = False):
     from transformers import Qwen2_5_VLConfig
 
+    if smoke:  # the same architecture, small enough for a CPU run of the whole path
+        return Qwen2_5_VLConfig(
+            text_config={"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": layers,
+                         "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 151936,
+                         "max_position_embeddings": 128000, "tie_word_embeddings": True,
+                         "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0,
+                                             "mrope_section": [2, 3, 3]}},
+            vision_config={"depth": 4, "hidden_size": 64, "intermediate_size": 128, "num_heads": 4,
+                           "out_hidden_size": 64, "patch_size": 14, "spatial_merge_size": 2,
+                           "temporal_patch_size": 2, "window_size": 112, "fullatt_block_indexes": [1, 3],
+                           "tokens_per_second": 2, "in_chans": 3},
+            tie_word_embeddings=True, **token_ids)
     return Qwen2_5_VLConfig(
         text_config={"hidden_size": 2048, "intermediate_size": 11008, "num_hidden_layers": layers,
                      "num_attention_heads": 16, "num_key_value_heads": 2, "vocab_size": 151936,
@@ -121,7 +134,13 @@ def main() -> None:
                         help="ours: fraction of vision blocks whose activations are kept")
     parser.add_argument("--no-compile", dest="compile", action="store_false",
                         help="ours: skip torch.compile of each decoder layer and vision block")
+    parser.add_argument("--profile", action="store_true",
+                        help="after timing, profile one step of ours and print where the GPU time goes")
+    parser.add_argument("--smoke", action="store_true",
+                        help="CPU smoke mode: a small model of the same architecture, 4 frames, one step")
     args = parser.parse_args()
+    if args.smoke:
+        args.device, args.layers, args.frames, args.response, args.steps, args.compile = "cpu", 2, 4, 8, 1, False
     device = torch.device(args.device)
     with tempfile.TemporaryDirectory() as tmp:
         prompt, token_ids, decode_s, load_s = build_sample(Path(tmp), args.frames)
@@ -132,7 +151,7 @@ def main() -> None:
     print(f"sample: {args.frames} frames -> {prompt.num_video_tokens} visual tokens, {n_tokens} tokens in all, "
           f"{n_patches} vision patches")
 
-    config = qwen25_vl_3b_config(token_ids, args.layers)
+    config = qwen25_vl_3b_config(token_ids, args.layers, smoke=args.smoke)
     config._attn_implementation = "sdpa"
     torch.manual_seed(0)
     with torch.device(device):
@@ -186,6 +205,52 @@ def main() -> None:
     print(f"actor-update speed-up (ours vs plain transformers): {base_s / ours_s:.2f}x  (peak memory {peak:.0f} GiB)")
     print(f"frames: decode {decode_s:.2f} s vs cache load {load_s:.3f} s; step with on-the-fly decoding "
           f"{ours_s + decode_s:.2f} s vs cached {ours_s + load_s:.2f} s: {(ours_s + decode_s) / (ours_s + load_s):.2f}x")
+    if args.profile:
+        print_profile(ours_step, device)
+
+
+# Kernel-name fragments -> the part of the step they belong to (first match wins).
+KERNEL_PARTS = (
+    ("attention backward", ("flash_bwd", "fmha_bwd", "attn_bwd", "dq_dk_dv", "bwd_kernel")),
+    ("attention forward", ("flash_fwd", "fmha", "attn_fwd", "flash")),
+    ("matmul (GEMM)", ("gemm", "cutlass", "sm90_xmma", "cublas", "nvjet")),
+    ("triton (compiled norms/activations/rotary)", ("triton",)),
+    ("copies and casts", ("copy", "cast", "memcpy", "memset")),
+    ("reductions / softmax", ("reduce", "softmax", "norm")),
+)
+
+
+def kernel_part(name: str) -> str:
+    lowered = name.lower()
+    for part, fragments in KERNEL_PARTS:
+        if any(f in lowered for f in fragments):
+            return part
+    return "other elementwise"
+
+
+def print_profile(step, device) -> None:
+    """One profiled step: GPU time per part of the step and the ten costliest kernels."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+    kernels = [e for e in prof.key_averages() if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA]
+    if not kernels:
+        print("profile: no CUDA kernels recorded (CPU run)")
+        return
+    total = sum(e.self_device_time_total for e in kernels) or 1.0
+    parts: dict[str, float] = {}
+    for e in kernels:
+        parts[kernel_part(e.key)] = parts.get(kernel_part(e.key), 0.0) + e.self_device_time_total
+    print(f"profile of one step: {total / 1e6:.2f} s of GPU kernel time")
+    for part, us in sorted(parts.items(), key=lambda kv: -kv[1]):
+        print(f"  {part:>44}: {us / 1e6:6.2f} s  {us / total * 100:5.1f}%")
+    for e in sorted(kernels, key=lambda e: -e.self_device_time_total)[:10]:
+        print(f"  {e.self_device_time_total / 1e3:9.1f} ms  x{e.count:<5} {e.key[:110]}")
 
 
 if __name__ == "__main__":

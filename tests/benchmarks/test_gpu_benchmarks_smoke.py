@@ -75,3 +75,10 @@ def test_eval_pipeline_gpu_smoke(tmp_path):
         same, total = map(int, r["same_token_ids"].split("/"))
         assert total == 6 and same >= 4 and r["output_tokens"] > 0
     assert rows[-1]["like_for_like_async_cache_vs_sync_cache"] > 0
+
+
+def test_actor_update_smoke_with_profile(tmp_path):
+    """The actor-update comparison (plain transformers vs the trainer's path) on a small model of the
+    same architecture, with the profile's per-part table (a CPU run records no CUDA kernels)."""
+    done = run_smoke("gpu_actor_update.py", tmp_path, "--profile")
+    assert "actor-update speed-up" in done.stdout and "profile:" in done.stdout
