@@ -7,7 +7,10 @@ AdamW step per configuration:
 
 * full: every decoder layer and vision block recomputes its forward in backward;
 * adaptive: ``worker.actor.keep_policy=adaptive`` (models/checkpointing.py) chooses how many
-  layers keep their activations from the free memory and the micro-batch's tokens/patches.
+  layers keep their activations from the free memory and the micro-batch's tokens/patches, a
+  fresh policy (the first micro-batch of a run: nothing measured yet);
+* fitted: the adaptive run's policy once more, after it measured that micro-batch (its fitted
+  full-checkpointing base, ``base_scale``): what every later micro-batch of a run sees.
 
 A configuration that runs out of memory is reported as such and the next one runs. The frames
 are synthetic arrays (no decoding: the benchmark is the update). Reported per configuration:
@@ -63,6 +66,7 @@ COLUMNS = [
     "budget_gib",
     "predicted_gib",
     "measured_gib",
+    "base_scale",
 ]
 
 
@@ -76,7 +80,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--height", type=int, default=392)
     ap.add_argument("--width", type=int, default=672)
     ap.add_argument("--response", type=int, default=256)
-    ap.add_argument("--policies", default="full,adaptive")
+    ap.add_argument("--policies", default="full,adaptive,fitted",
+                    help="fitted: the adaptive run's policy again, after it measured one micro-batch")
     ap.add_argument(
         "--activation-budget-gib",
         type=float,
@@ -272,11 +277,14 @@ def keep_policy_run(args: argparse.Namespace, root: Path) -> list[dict[str, Any]
                         zip(("kept_lm", "kept_vision"), set_kept_layers(actor.model, lm=0, vision=0).values())
                     )
                 )
+            elif policy == "fitted" and actor.keep_policy is not None:
+                pass  # the adaptive run's policy, with its measurement: what every later micro-batch sees
             else:  # a fresh policy per configuration: the first micro-batch of a run (no measurement yet)
                 actor.keep_policy = make_keep_policy(actor.model, cfg.worker.actor, actor.world.device)
             row.update(timed_update(actor, item))
             if policy != "full" and actor.keep_policy is not None and actor.keep_policy.last:
                 last = actor.keep_policy.last
+                row["base_scale"] = round(actor.keep_policy.base_scale, 3)
                 row.update(
                     kept_lm=last["lm"],
                     kept_vision=last["vision"],
@@ -299,6 +307,8 @@ def keep_policy_run(args: argparse.Namespace, root: Path) -> list[dict[str, Any]
                 "speedup_adaptive_vs_full": round(full["step_s"] / adaptive["step_s"], 3),
                 "time_ratio_adaptive_over_full": round(adaptive["step_s"] / full["step_s"], 3),
             }
+            if by.get("fitted", {}).get("status") == "ok":
+                ratio["speedup_fitted_vs_full"] = round(full["step_s"] / by["fitted"]["step_s"], 3)
             if "peak_gib" in full and full["peak_gib"]:
                 ratio["peak_ratio_adaptive_over_full"] = round(adaptive["peak_gib"] / full["peak_gib"], 3)
             rows.append(ratio)

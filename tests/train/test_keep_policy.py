@@ -104,6 +104,24 @@ def test_underestimated_costs_are_corrected_after_one_micro_batch():
     assert policy.scale == pytest.approx(true)
 
 
+def test_an_overestimated_base_is_fitted_and_more_layers_are_kept():
+    """As measured on the H200: kept layers cost what was estimated, the full-checkpointing base
+    0.4x its estimate. After one micro-batch the policy keeps more layers, and none overruns."""
+    model = FakeModel()
+    size = SIZES[1]
+    base = COSTS.full_checkpointing(size)
+    budget = base * 1.3 + 3 * COSTS.lm_layer_per_token * size.tokens
+    policy = AdaptiveKeep(model, torch.device("cpu"), budget_bytes=budget, costs=COSTS)
+    first = policy.before(Batch(size))
+    kept_layers = COSTS.predict(size, lm=first["lm"], vision=first["vision"]) - base
+    policy.observe(0.4 * base + kept_layers)
+    assert policy.base_scale == pytest.approx(0.4) and policy.scale == 1.0
+    second = policy.before(Batch(size))
+    assert second["lm"] > first["lm"]
+    used = 0.4 * base + (COSTS.predict(size, lm=second["lm"], vision=second["vision"]) - base)
+    assert used <= budget
+
+
 def test_policy_choice_per_config():
     model = FakeModel()
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
