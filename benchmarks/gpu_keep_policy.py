@@ -9,8 +9,9 @@ AdamW step per configuration:
 * adaptive: ``worker.actor.keep_policy=adaptive`` (models/checkpointing.py) chooses how many
   layers keep their activations from the free memory and the micro-batch's tokens/patches, a
   fresh policy (the first micro-batch of a run: nothing measured yet);
-* fitted: the adaptive run's policy once more, after it measured that micro-batch (its fitted
-  full-checkpointing base, ``base_scale``): what every later micro-batch of a run sees.
+* fitted: the adaptive run's policy once more, after it measured that micro-batch, with its
+  full-checkpointing base fitted to the measurement (``base_scale`` down to
+  ``--fitted-base-floor``; the trainer's default keeps the base at the estimate or above).
 
 A configuration that runs out of memory is reported as such and the next one runs. The frames
 are synthetic arrays (no decoding: the benchmark is the update). Reported per configuration:
@@ -82,6 +83,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--response", type=int, default=256)
     ap.add_argument("--policies", default="full,adaptive,fitted",
                     help="fitted: the adaptive run's policy again, after it measured one micro-batch")
+    ap.add_argument("--fitted-base-floor", type=float, default=0.25,
+                    help="fitted: the lowest the measured base may scale the estimate")
     ap.add_argument(
         "--activation-budget-gib",
         type=float,
@@ -278,7 +281,9 @@ def keep_policy_run(args: argparse.Namespace, root: Path) -> list[dict[str, Any]
                     )
                 )
             elif policy == "fitted" and actor.keep_policy is not None:
-                pass  # the adaptive run's policy, with its measurement: what every later micro-batch sees
+                # The adaptive run's policy with its measurement, its full-checkpointing base
+                # allowed below the estimate (models/checkpointing.py: off by default).
+                actor.keep_policy.base_floor = args.fitted_base_floor
             else:  # a fresh policy per configuration: the first micro-batch of a run (no measurement yet)
                 actor.keep_policy = make_keep_policy(actor.model, cfg.worker.actor, actor.world.device)
             row.update(timed_update(actor, item))

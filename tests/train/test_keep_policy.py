@@ -106,12 +106,13 @@ def test_underestimated_costs_are_corrected_after_one_micro_batch():
 
 def test_an_overestimated_base_is_fitted_and_more_layers_are_kept():
     """As measured on the H200: kept layers cost what was estimated, the full-checkpointing base
-    0.4x its estimate. After one micro-batch the policy keeps more layers, and none overruns."""
+    0.4x its estimate. With the base allowed below its estimate, after one micro-batch the policy
+    keeps more layers, and none overruns; by default (base_floor 1) the base is never trusted lower."""
     model = FakeModel()
     size = SIZES[1]
     base = COSTS.full_checkpointing(size)
     budget = base * 1.3 + 3 * COSTS.lm_layer_per_token * size.tokens
-    policy = AdaptiveKeep(model, torch.device("cpu"), budget_bytes=budget, costs=COSTS)
+    policy = AdaptiveKeep(model, torch.device("cpu"), budget_bytes=budget, costs=COSTS, base_floor=0.25)
     first = policy.before(Batch(size))
     kept_layers = COSTS.predict(size, lm=first["lm"], vision=first["vision"]) - base
     policy.observe(0.4 * base + kept_layers)
@@ -120,6 +121,10 @@ def test_an_overestimated_base_is_fitted_and_more_layers_are_kept():
     assert second["lm"] > first["lm"]
     used = 0.4 * base + (COSTS.predict(size, lm=second["lm"], vision=second["vision"]) - base)
     assert used <= budget
+    default = AdaptiveKeep(model, torch.device("cpu"), budget_bytes=budget, costs=COSTS)
+    default.before(Batch(size))
+    default.observe(0.4 * base)
+    assert default.base_scale == 1.0
 
 
 def test_policy_choice_per_config():

@@ -24,7 +24,6 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import urllib3
-from minio.error import MinioException, S3Error
 
 from easyvideor1.errors import MediaMissingError, StoreError
 
@@ -138,6 +137,9 @@ class MediaSource:
 
 
 def _fetch_error(url: str, action: str, exc: Exception, where: str) -> MediaMissingError:
+    # Imported here: local media (every GPU benchmark, most pods) never needs the S3 SDK.
+    from minio.error import MinioException, S3Error
+
     if isinstance(exc, S3Error):
         if exc.code in _MISSING:
             return MediaMissingError(url, f"no such object ({exc.code} at {where})")

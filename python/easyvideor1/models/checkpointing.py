@@ -194,15 +194,17 @@ class AdaptiveKeep:
     ``budget_bytes``: bytes the activations may take; None: what the device has available at
     the micro-batch's start less ``margin`` of it.
 
-    The full-checkpointing base is fitted separately (``base_scale``, which may fall to
-    ``base_floor``): on the H200 the estimate of a kept decoder layer matched the device (126.6
-    vs 136 KB per token) while the base was 2-3x too high (predicted 36.7 GiB, measured 13.6 at
-    128 frames of the 3B shape), so a policy trusting only one ratio kept too little. The base's
-    ratio is the measured peak less the kept layers' estimate, over the base's estimate."""
+    The full-checkpointing base has its own measured ratio (``base_scale``: the measured peak
+    less the kept layers' estimate, over the base's estimate), used down to ``base_floor``. On
+    the H200 the kept-layer estimate matched the device (126.6 vs 136 KB per token) while the base
+    was 2-3x too high (ratio 0.32-0.42 on the 3B shape), yet fitting it (``base_floor=0.25``) ran
+    out of memory at 256 frames: the prediction (69 GiB) was right and within the budget, but at
+    a 127.7 GiB peak of 139.8 the allocator's fragmentation took more than the 10% margin, for a
+    gain of 2.7% at 128 frames (docs/performance.md). Hence ``base_floor=1.0`` by default."""
 
     def __init__(self, model: torch.nn.Module, device: torch.device, *, budget_bytes: float | None = None,
                  margin: float = 0.1, costs: ActivationCosts | None = None, initial_scale: float = 1.25,
-                 window: int = 8, floor: float = 1.0, base_floor: float = 0.25):
+                 window: int = 8, floor: float = 1.0, base_floor: float = 1.0):
         self.model, self.device = model, device
         self.budget_bytes, self.margin, self.floor, self.base_floor = budget_bytes, margin, floor, base_floor
         self.initial_scale = initial_scale
