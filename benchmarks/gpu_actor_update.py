@@ -211,8 +211,9 @@ def main() -> None:
 
 # Kernel-name fragments -> the part of the step they belong to (first match wins).
 KERNEL_PARTS = (
-    ("attention backward", ("flash_bwd", "fmha_bwd", "attn_bwd", "dq_dk_dv", "bwd_kernel")),
-    ("attention forward", ("flash_fwd", "fmha", "attn_fwd", "flash")),
+    # cuDNN's SDPA kernels are named ..._flash_bprop_... / ..._flash_fprop_...
+    ("attention backward", ("flash_bwd", "fmha_bwd", "attn_bwd", "dq_dk_dv", "bwd_kernel", "bprop")),
+    ("attention forward", ("flash_fwd", "fmha", "attn_fwd", "fprop", "flash")),
     ("matmul (GEMM)", ("gemm", "cutlass", "sm90_xmma", "cublas", "nvjet")),
     ("triton (compiled norms/activations/rotary)", ("triton",)),
     ("copies and casts", ("copy", "cast", "memcpy", "memset")),
