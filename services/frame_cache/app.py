@@ -5,7 +5,8 @@ line, streamed), ``GET /v1/stats``. Three credentials: read (every read), write 
 write of a key wins, later PUTs of other bytes are 409) and admin (DELETE and PUT
 ``?replace=true``, logged); an upload is verified against its key and, where the service can
 reach its source under ``serve.frame_cache.source_roots``, against the decoded source frames.
-Builds: ``POST /v1/builds`` (202, queued on the work queue), ``GET /v1/builds/{build_id}``. Operations: ``/healthz``, ``/readyz`` (store and
+Builds: ``POST /v1/builds`` (202, queued on the work queue), ``GET /v1/builds/{build_id}``. Video
+tools: ``POST /v1/tools/window``, ``POST /v1/tools/crop`` (services/frame_cache/tools.py). Operations: ``/healthz``, ``/readyz`` (store and
 queue reachable), ``/metrics``. Store calls block, so they run in threads; errors are
 4xx with a reason for bad input and 503 when the store or queue cannot be reached.
 """
@@ -39,7 +40,7 @@ from easyvideor1.errors import CacheError, ConfigError, StoreError
 from easyvideor1.logging import event, get_logger
 from easyvideor1.queue import QueueError, ResultTimeoutError, TaskDeadLetteredError
 from services.auth import check_distinct, resolve_token
-from services.frame_cache import builds, schemas
+from services.frame_cache import builds, schemas, tools
 from services.frame_cache.blobs import (
     SourceMismatch,
     blob_size,
@@ -118,6 +119,7 @@ def create_app(cfg: RunConfig, *, token: str | None = None, write_token: str | N
     key_locks = KeyLocks()
     index = index_for_store(store)
     spool_dir = str(store.root) if isinstance(store, LocalStore) else None  # a disk, not a tmpfs, when we can
+    tool_service = tools.ToolService(cfg, store, index, source_roots, metrics)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -136,6 +138,7 @@ def create_app(cfg: RunConfig, *, token: str | None = None, write_token: str | N
             yield
         finally:
             await asyncio.to_thread(workers.stop, settings.shutdown_grace_s)
+            tool_service.close()
             queue.close()
             board.close()
             store.close()
@@ -474,6 +477,7 @@ def create_app(cfg: RunConfig, *, token: str | None = None, write_token: str | N
     async def metrics_text() -> Response:
         return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
+    tools.install(app, tool_service, protected)
     schemas.install_openapi(app)
     return app
 

@@ -57,6 +57,17 @@ class FrameCacheMetrics:
                                        buckets=_BUILD_BUCKETS, registry=r)
         self.builds_running = Gauge("evr1_frame_cache_builds_running", "Builds running in this process",
                                     registry=r)
+        # The tool endpoint (services/frame_cache/tools.py), by tool: window or crop.
+        self.tool_requests = Counter("evr1_frame_cache_tool_requests", "Tool requests answered, by tool and "
+                                     "status", ["tool", "status"], registry=r)
+        self.tool_errors = Counter("evr1_frame_cache_tool_errors", "Tool requests refused or failed, by reason "
+                                   "(bad_request, decode, store, timeout, cache)", ["tool", "reason"], registry=r)
+        self.tool_store = Counter("evr1_frame_cache_tool_store", "Answered tool requests whose frames were in "
+                                  "the store (hit) or decoded (miss)", ["tool", "outcome"], registry=r)
+        self.tool_frames = Counter("evr1_frame_cache_tool_frames", "Frames (a crop counts one) returned by the "
+                                   "tool endpoint", ["tool"], registry=r)
+        self.tool_seconds = Histogram("evr1_frame_cache_tool_seconds", "Time to answer a tool request (decode "
+                                      "included)", ["tool"], buckets=_REQUEST_BUCKETS, registry=r)
         self.build_workers = Gauge("evr1_frame_cache_build_workers", "Build worker threads alive", registry=r)
 
     def render(self) -> bytes:

@@ -9,6 +9,7 @@ from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.frame_cache.builds import BuildRequest
+from services.frame_cache.tools import REQUEST_MODELS
 
 
 class ErrorResponse(BaseModel):
@@ -114,7 +115,7 @@ _PATTERNS = {"key": "^[0-9a-f]{16,128}$", "build_id": "^[0-9a-f]{32}$"}
 
 
 def install_openapi(app: FastAPI) -> None:
-    """Publish ``BuildRequest`` (the body is parsed by hand for clear 4xx messages)."""
+    """Publish ``BuildRequest`` and the tool requests (bodies are parsed by hand for clear 4xx messages)."""
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -122,6 +123,9 @@ def install_openapi(app: FastAPI) -> None:
             request = BuildRequest.model_json_schema(ref_template="#/components/schemas/{model}")
             defs = request.pop("$defs", {})
             doc.setdefault("components", {}).setdefault("schemas", {}).update(defs, BuildRequest=request)
+            for name, model in REQUEST_MODELS.items():
+                tool = model.model_json_schema(ref_template="#/components/schemas/{model}")
+                doc["components"]["schemas"].update(tool.pop("$defs", {}), **{name: tool})
             # The routes check these formats themselves (400 with a reason, not FastAPI's 422);
             # the patterns are published so clients and schema-driven tests know them.
             for operations in doc["paths"].values():

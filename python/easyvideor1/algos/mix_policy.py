@@ -11,7 +11,9 @@ generates them, and calls :func:`assemble_group`:
 
 The offline text is tokenised with the caller's ``encode(text) -> list[int]`` (without special
 tokens), truncated to ``max_response_length - 1`` tokens, and EOS is appended (unless the text
-already ends with it), so its mask covers the text and the EOS, never padding.
+already ends with it), so its mask covers the text and the EOS, never padding. An offline
+response given as token ids (a multi-turn trajectory the rollout layer assembled, EOS and
+length limit already applied) is taken as it is.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ def encode_offline_response(
 
 def assemble_group(
     generated: Sequence[Sequence[int]],
-    offline_text: str | None,
+    offline_text: str | Sequence[int] | None,
     *,
     n: int,
     config: MixPolicyConfig,
@@ -101,9 +103,15 @@ def assemble_group(
         if accuracy >= config.accuracy_threshold:
             return AssembledGroup(tuple(online), (False,) * n)
         online = online[:-1]
-    offline = encode_offline_response(
-        offline_text, encode, eos_token_id=eos_token_id, max_response_length=max_response_length
-    )
+    if isinstance(offline_text, str):
+        offline = encode_offline_response(
+            offline_text, encode, eos_token_id=eos_token_id, max_response_length=max_response_length
+        )
+    else:
+        offline = tuple(int(token) for token in offline_text)
+        if not offline or len(offline) > max_response_length:
+            raise AlgoInputError(f"an offline response of {len(offline)} token ids does not fit "
+                                 f"max_response_length={max_response_length} (or is empty)")
     return AssembledGroup(tuple(online) + (offline,), (False,) * (n - 1) + (True,))
 
 

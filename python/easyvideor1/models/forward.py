@@ -4,7 +4,12 @@ Layout (as in common RL trainers): each row is its prompt left-padded to the lon
 then its response right-padded to ``response_length``. M-RoPE positions come from
 models/rope.py (the original Qwen rule, Trap 1) and are passed explicitly, so the model
 never runs transformers' own ``get_rope_index``; ``mm_token_type_ids`` covers the full
-length with 0 on padding and response. Log-probs and entropy are float32.
+length with 0 on padding and text. Log-probs and entropy are float32.
+
+A multi-turn response (``trajectories[row]``, models/trajectory.py) keeps its own positions and
+token types, its tool media follow the prompt's pixels, and ``loss_mask`` is its policy-token
+mask: log-probs cover every real response token, the loss only the policy's
+(models/response_rows.py).
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ from typing import Any
 import numpy as np
 
 from easyvideor1.models.inputs import PromptInputs, check_visual_tokens
-from easyvideor1.models.rope import continue_positions
+from easyvideor1.models.response_rows import media_per_row, response_row, row_trajectories, row_visuals
+from easyvideor1.models.trajectory import Trajectory
 
 _PIXEL_KEYS = ("pixel_values", "pixel_values_videos")
 _GRID_KEYS = ("image_grid_thw", "video_grid_thw", "second_per_grid_ts")
@@ -30,12 +36,17 @@ class ForwardBatch:
     attention_mask: Any  # (B, L) int64
     position_ids: Any  # (3, B, L) int64
     mm_token_type_ids: Any  # (B, L) int64
-    response_mask: Any  # (B, R) int64, 1 on real response tokens
+    response_mask: Any  # (B, R) int64, 1 on real response tokens (tool turns included)
     response_length: int
     sample_ids: list[str]
     images_per_row: list[int]
     videos_per_row: list[int]
     visual: dict[str, Any] = field(default_factory=dict)  # pixel tensors and grids, rows concatenated
+    loss_mask: Any = None  # (B, R) int64, 1 on the policy's tokens (the response mask without tool turns)
+
+    def __post_init__(self) -> None:
+        if self.loss_mask is None:
+            self.loss_mask = self.response_mask
 
     @property
     def responses(self) -> Any:
@@ -47,14 +58,18 @@ class ForwardBatch:
 
 
 def collate_forward_batch(prompts: Sequence[PromptInputs], responses: Sequence[Sequence[int]], *,
-                          pad_token_id: int, response_length: int | None = None) -> ForwardBatch:
-    """Stack prompts (left-padded) and responses (right-padded) with positions and visuals."""
+                          pad_token_id: int, response_length: int | None = None,
+                          trajectories: Sequence[Trajectory | None] | None = None) -> ForwardBatch:
+    """Stack prompts (left-padded) and responses (right-padded) with positions and visuals.
+
+    ``trajectories[row]`` (None for a single-turn row) is that row's multi-turn response."""
     import torch
 
     if len(prompts) != len(responses):
         raise ValueError(f"{len(prompts)} prompts for {len(responses)} responses")
     if not prompts:
         raise ValueError("empty batch")
+    rows = row_trajectories(responses, trajectories)
     longest = max(len(r) for r in responses)
     resp_len = longest if response_length is None else response_length
     if longest > resp_len:
@@ -66,6 +81,7 @@ def collate_forward_batch(prompts: Sequence[PromptInputs], responses: Sequence[S
     positions = torch.zeros((3, batch, total), dtype=torch.long)
     type_ids = torch.zeros((batch, total), dtype=torch.long)
     response_mask = torch.zeros((batch, resp_len), dtype=torch.long)
+    loss_mask = torch.zeros((batch, resp_len), dtype=torch.long)
     for row, (prompt, response) in enumerate(zip(prompts, responses)):
         p_start = prompt_len - len(prompt.prompt_ids)
         input_ids[row, p_start:prompt_len] = torch.tensor(prompt.prompt_ids)
@@ -74,21 +90,19 @@ def collate_forward_batch(prompts: Sequence[PromptInputs], responses: Sequence[S
         type_ids[row, p_start:prompt_len] = torch.tensor(prompt.mm_token_type_ids)
         n = len(response)
         if n:
-            input_ids[row, prompt_len:prompt_len + n] = torch.tensor([int(t) for t in response])
+            part = response_row(prompt, response, rows[row])
+            input_ids[row, prompt_len:prompt_len + n] = torch.tensor(part.token_ids)
             attention[row, prompt_len:prompt_len + n] = 1
-            positions[:, row, prompt_len:prompt_len + n] = torch.from_numpy(
-                continue_positions(prompt.next_position, n))
+            positions[:, row, prompt_len:prompt_len + n] = torch.from_numpy(part.position_ids)
+            type_ids[row, prompt_len:prompt_len + n] = torch.tensor(part.mm_token_type_ids)
             response_mask[row, :n] = 1
-    visual: dict[str, Any] = {}
-    for key in _PIXEL_KEYS + _GRID_KEYS:
-        parts = [p.tensors[key] for p in prompts if key in p.tensors]
-        if parts:
-            visual[key] = torch.cat(parts, dim=0)
+            loss_mask[row, :n] = torch.tensor(part.loss_mask)
+    images_per_row, videos_per_row = media_per_row(prompts, rows)
     return ForwardBatch(
         input_ids=input_ids, attention_mask=attention, position_ids=positions, mm_token_type_ids=type_ids,
         response_mask=response_mask, response_length=resp_len, sample_ids=[p.sample_id for p in prompts],
-        images_per_row=[len(p.images) for p in prompts], videos_per_row=[len(p.videos) for p in prompts],
-        visual=visual,
+        images_per_row=images_per_row, videos_per_row=videos_per_row,
+        visual=row_visuals(prompts, rows, _PIXEL_KEYS + _GRID_KEYS), loss_mask=loss_mask,
     )
 
 

@@ -42,7 +42,8 @@ from easyvideor1.video.metadata import ImageMetadata, VideoMetadata
 
 __all__ = [
     "PROCESSOR_KWARGS", "ImageInput", "MediaInputError", "PlaceholderMismatchError", "PromptBuilder", "PromptInputs",
-    "VideoInput", "attach_pixels", "build_prompt", "check_visual_tokens", "expand", "hf_video_metadata",
+    "VideoInput", "attach_pixels", "build_prompt", "build_segment", "check_media", "check_visual_tokens", "expand",
+    "hf_video_metadata",
     "messages_from_problem", "mm_token_type_ids", "pixel_tensors", "render_prompt",
 ]
 
@@ -102,6 +103,10 @@ class PromptInputs:
     video_grid_thw: tuple[Grid, ...] = ()
     image_grid_thw: tuple[Grid, ...] = ()
     second_per_grid_ts: tuple[float, ...] | None = None
+    # The ids with one unexpanded placeholder per medium, where the text cannot be re-tokenized
+    # exactly: a multi-turn continuation (models/trajectory.py), whose sampled ids vLLM must
+    # continue from as they are. None: ``prompt_text`` is the source.
+    placeholder_ids: list[int] | None = None
 
     @property
     def num_visual_tokens(self) -> int:
@@ -172,6 +177,16 @@ def _check_image(sample_id: str, index: int, image: ImageInput, family: ModelFam
     return meta
 
 
+def check_media(sample_id: str, videos: Sequence[VideoInput], images: Sequence[ImageInput],
+                family: str | ModelFamily) -> tuple[tuple[VideoMetadata, ...], tuple[ImageMetadata, ...]]:
+    """Check every frame tensor/image; their metadata (an image's made from its array if none)."""
+    fam = get_family(family)
+    for i, video in enumerate(videos):
+        _check_video(sample_id, i, video, fam)
+    image_metas = tuple(_check_image(sample_id, i, image, fam) for i, image in enumerate(images))
+    return tuple(v.metadata for v in videos), image_metas
+
+
 def hf_video_metadata(metadata: VideoMetadata) -> dict[str, Any]:
     """Metadata for a transformers video processor (no ``do_sample_frames`` key there)."""
     return {k: v for k, v in metadata.processor_metadata().items() if k != "do_sample_frames"}
@@ -181,12 +196,25 @@ def _grid_list(tensor: Any) -> list[list[int]]:
     return [] if tensor is None else [[int(x) for x in row] for row in tensor.tolist()]
 
 
+Tools = Sequence[Mapping[str, Any]] | None
+
+
 def render_prompt(processor: Any, messages: str | Sequence[Mapping[str, Any]], *,
-                  add_generation_prompt: bool = True) -> str:
-    """The chat-templated text with one unexpanded placeholder per video/image."""
+                  add_generation_prompt: bool = True, tools: Tools = None,
+                  template_kwargs: Mapping[str, Any] | None = None) -> str:
+    """The chat-templated text with one unexpanded placeholder per video/image.
+
+    ``tools`` (JSON-schema function declarations) go to the template's ``tools=``, where the
+    family's template declares them in its own tool format; ``template_kwargs`` are further
+    template variables (e.g. the tiny models' ``tool_call_format``). None renders as before.
+    """
     if isinstance(messages, str):
         messages = messages_from_problem(messages)
-    return processor.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=add_generation_prompt)
+    extra: dict[str, Any] = dict(template_kwargs or {})
+    if tools is not None:
+        extra["tools"] = [dict(t) for t in tools]
+    return processor.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=add_generation_prompt,
+                                         **extra)
 
 
 def _from_expansion(sample_id: str, prompt_text: str, exp: ExpandedPrompt, fam: ModelFamily,
@@ -202,14 +230,16 @@ def _from_expansion(sample_id: str, prompt_text: str, exp: ExpandedPrompt, fam: 
 
 def expand(processor: Any, messages: str | Sequence[Mapping[str, Any]], video_metas: Sequence[VideoMetadata] = (),
            image_metas: Sequence[ImageMetadata] = (), *, family: str | ModelFamily, sample_id: str = "",
-           add_generation_prompt: bool = True) -> PromptInputs:
+           add_generation_prompt: bool = True, tools: Tools = None,
+           template_kwargs: Mapping[str, Any] | None = None) -> PromptInputs:
     """A text-only :class:`PromptInputs` (no pixels, ``tensors == {}``) from media metadata.
 
     Ids, positions, token types and counts equal :func:`build_prompt`'s for the same media.
     """
     fam = get_family(family)
     video_metas, image_metas = tuple(video_metas), tuple(image_metas)
-    prompt_text = render_prompt(processor, messages, add_generation_prompt=add_generation_prompt)
+    prompt_text = render_prompt(processor, messages, add_generation_prompt=add_generation_prompt, tools=tools,
+                                template_kwargs=template_kwargs)
     exp = expand_prompt(processor, fam, prompt_text, video_metas, image_metas, sample_id=sample_id)
     return _from_expansion(sample_id, prompt_text, exp, fam, video_metas, image_metas)
 
@@ -298,27 +328,40 @@ def attach_pixels(processor: Any, inputs: PromptInputs, videos: Sequence[VideoIn
 
 def build_prompt(processor: Any, messages: str | Sequence[Mapping[str, Any]], videos: Sequence[VideoInput] = (),
                  images: Sequence[ImageInput] = (), *, family: str | ModelFamily, sample_id: str = "",
-                 add_generation_prompt: bool = True) -> PromptInputs:
+                 add_generation_prompt: bool = True, tools: Tools = None,
+                 template_kwargs: Mapping[str, Any] | None = None) -> PromptInputs:
     """Template, tokenize and process one prompt with its frames/images.
 
     ``messages`` is a list of chat messages (content items ``{"type": "video"}``,
     ``{"type": "image"}``, ``{"type": "text", "text": ...}``) or a data-format problem
     string with ``<video>``/``<image>`` placeholders. Videos and images are matched to
-    placeholders in order.
+    placeholders in order. ``tools``, ``template_kwargs``: see :func:`render_prompt`.
     """
     fam = get_family(family)
     videos, images = tuple(videos), tuple(images)
-    prompt_text = render_prompt(processor, messages, add_generation_prompt=add_generation_prompt)
+    prompt_text = render_prompt(processor, messages, add_generation_prompt=add_generation_prompt, tools=tools,
+                                template_kwargs=template_kwargs)
     # Same order of checks as always: placeholders first, then each frame tensor.
     check_media_slots(sample_id, prompt_text, len(videos), len(images), video_token=processor.video_token,
                       image_token=processor.image_token)
-    for i, video in enumerate(videos):
-        _check_video(sample_id, i, video, fam)
-    image_metas = tuple(_check_image(sample_id, i, image, fam) for i, image in enumerate(images))
-    video_metas = tuple(v.metadata for v in videos)
+    video_metas, image_metas = check_media(sample_id, videos, images, fam)
     exp = expand_prompt(processor, fam, prompt_text, video_metas, image_metas, sample_id=sample_id)
     text_only = _from_expansion(sample_id, prompt_text, exp, fam, video_metas, image_metas)
     return attach_pixels(processor, text_only, videos, images)
+
+
+def build_segment(processor: Any, text: str, videos: Sequence[VideoInput] = (), images: Sequence[ImageInput] = (),
+                  *, family: str | ModelFamily, sample_id: str = "") -> PromptInputs:
+    """A piece of already-templated text with one placeholder per medium (a multi-turn tool turn),
+    expanded and with its pixels, checked like a prompt. Its positions start at 0: a sequence's
+    positions are computed over the whole sequence (models/trajectory.py)."""
+    fam = get_family(family)
+    videos, images = tuple(videos), tuple(images)
+    check_media_slots(sample_id, text, len(videos), len(images), video_token=processor.video_token,
+                      image_token=processor.image_token)
+    video_metas, image_metas = check_media(sample_id, videos, images, fam)
+    exp = expand_prompt(processor, fam, text, video_metas, image_metas, sample_id=sample_id)
+    return attach_pixels(processor, _from_expansion(sample_id, text, exp, fam, video_metas, image_metas), videos, images)
 
 
 class PromptBuilder:
@@ -345,16 +388,24 @@ class PromptBuilder:
         return self.processor.tokenizer
 
     def build(self, messages: str | Sequence[Mapping[str, Any]], videos: Sequence[VideoInput] = (),
-              images: Sequence[ImageInput] = (), *, sample_id: str = "") -> PromptInputs:
+              images: Sequence[ImageInput] = (), *, sample_id: str = "", tools: Tools = None,
+              template_kwargs: Mapping[str, Any] | None = None) -> PromptInputs:
         with self._lock:
-            return build_prompt(self.processor, messages, videos, images, family=self.family, sample_id=sample_id)
+            return build_prompt(self.processor, messages, videos, images, family=self.family, sample_id=sample_id,
+                                tools=tools, template_kwargs=template_kwargs)
 
     def expand(self, messages: str | Sequence[Mapping[str, Any]], video_metas: Sequence[VideoMetadata] = (),
-               image_metas: Sequence[ImageMetadata] = (), *, sample_id: str = "") -> PromptInputs:
+               image_metas: Sequence[ImageMetadata] = (), *, sample_id: str = "", tools: Tools = None,
+               template_kwargs: Mapping[str, Any] | None = None) -> PromptInputs:
         """Text-only prompt inputs from media metadata (no pixels processed)."""
         with self._lock:
             return expand(self.processor, messages, video_metas, image_metas, family=self.family,
-                          sample_id=sample_id)
+                          sample_id=sample_id, tools=tools, template_kwargs=template_kwargs)
+
+    @property
+    def lock(self) -> threading.Lock:
+        """Held by whatever tokenizes with this builder's processor (a multi-turn tool turn too)."""
+        return self._lock
 
     # No lock below: without text the processor never touches the tokenizer.
     def pixel_tensors(self, videos: Sequence[VideoInput] = (), images: Sequence[ImageInput] = (), *,

@@ -4,7 +4,8 @@ Each sequence keeps its own M-RoPE positions (computed by the shared builder); t
 attention stays inside each sequence through the packed attention's ``evr1_cu_seqlens``
 (models/attention.py), so the model must use ``attn_implementation=attention.register()``.
 Log-probs come back in the same padded ``(B, R)`` layout as :func:`compute_log_probs`, so the
-loss code does not care which path produced them.
+loss code does not care which path produced them. A multi-turn response keeps its own
+positions, token types and loss mask, its tool media after the prompt's (models/response_rows.py).
 """
 
 from __future__ import annotations
@@ -18,9 +19,14 @@ import torch
 
 from easyvideor1.models.attention import PACKED_KWARG
 from easyvideor1.models.inputs import PromptInputs, check_visual_tokens
-from easyvideor1.models.rope import continue_positions
-
-_VISUAL_KEYS = ("pixel_values", "image_grid_thw", "pixel_values_videos", "video_grid_thw", "second_per_grid_ts")
+from easyvideor1.models.response_rows import (
+    VISUAL_KEYS,
+    media_per_row,
+    response_row,
+    row_trajectories,
+    row_visuals,
+)
+from easyvideor1.models.trajectory import Trajectory
 
 
 @dataclass
@@ -36,12 +42,24 @@ class PackedBatch:
     images_per_row: list[int]
     videos_per_row: list[int]
     visual: dict[str, Any] = field(default_factory=dict)
+    # Per row, 1 on the policy's tokens (None: every response token, a single-turn batch).
+    loss_masks: list[list[int]] | None = None
 
     @property
     def response_mask(self) -> torch.Tensor:
         mask = torch.zeros((len(self.response_lengths), self.response_length), dtype=torch.long)
         for row, n in enumerate(self.response_lengths):
             mask[row, :n] = 1
+        return mask
+
+    @property
+    def loss_mask(self) -> torch.Tensor:
+        """``(B, R)``: the response mask without tool turns (what the loss, KL and entropy cover)."""
+        if self.loss_masks is None:
+            return self.response_mask
+        mask = torch.zeros((len(self.response_lengths), self.response_length), dtype=torch.long)
+        for row, values in enumerate(self.loss_masks):
+            mask[row, :len(values)] = torch.tensor(values, dtype=torch.long)
         return mask
 
     @property
@@ -61,34 +79,35 @@ class PackedBatch:
         return self
 
 
-def pack_forward_batch(prompts: Sequence[PromptInputs], responses: Sequence[Sequence[int]]) -> PackedBatch:
+def pack_forward_batch(prompts: Sequence[PromptInputs], responses: Sequence[Sequence[int]], *,
+                       trajectories: Sequence[Trajectory | None] | None = None) -> PackedBatch:
+    """``trajectories[row]`` (None for a single-turn row) is that row's multi-turn response."""
     if len(prompts) != len(responses) or not prompts:
         raise ValueError(f"{len(prompts)} prompts for {len(responses)} responses")
-    ids, types, positions, bounds, starts, lengths = [], [], [], [0], [], []
-    for prompt, response in zip(prompts, responses):
-        response = [int(t) for t in response]
+    rows = row_trajectories(responses, trajectories)
+    ids, types, positions, bounds, starts, lengths, loss_masks = [], [], [], [0], [], [], []
+    for prompt, response, trajectory in zip(prompts, responses, rows):
+        part = response_row(prompt, response, trajectory)
         offset = bounds[-1]
-        ids.extend(prompt.prompt_ids + response)
-        types.extend(list(prompt.mm_token_type_ids) + [0] * len(response))
+        ids.extend(prompt.prompt_ids + part.token_ids)
+        types.extend(list(prompt.mm_token_type_ids) + part.mm_token_type_ids)
         positions.append(prompt.position_ids)
-        if response:
-            positions.append(continue_positions(prompt.next_position, len(response)))
+        if part.token_ids:
+            positions.append(part.position_ids)
         starts.append(offset + len(prompt.prompt_ids))
-        lengths.append(len(response))
-        bounds.append(offset + len(prompt.prompt_ids) + len(response))
-    visual: dict[str, Any] = {}
-    for key in _VISUAL_KEYS:
-        parts = [p.tensors[key] for p in prompts if key in p.tensors]
-        if parts:
-            visual[key] = torch.cat(parts, dim=0)
+        lengths.append(len(part.token_ids))
+        bounds.append(offset + len(prompt.prompt_ids) + len(part.token_ids))
+        loss_masks.append(part.loss_mask)
+    images_per_row, videos_per_row = media_per_row(prompts, rows)
+    visual = row_visuals(prompts, rows, VISUAL_KEYS)
     return PackedBatch(
         input_ids=torch.tensor([ids], dtype=torch.long),
         position_ids=torch.from_numpy(np.concatenate(positions, axis=1)).long().unsqueeze(1),
         mm_token_type_ids=torch.tensor([types], dtype=torch.long),
         cu_seqlens=torch.tensor(bounds, dtype=torch.int32), response_starts=starts, response_lengths=lengths,
         response_length=max(lengths) if lengths else 0, sample_ids=[p.sample_id for p in prompts],
-        images_per_row=[len(p.images) for p in prompts], videos_per_row=[len(p.videos) for p in prompts],
-        visual=visual,
+        images_per_row=images_per_row, videos_per_row=videos_per_row, visual=visual,
+        loss_masks=loss_masks if any(t is not None for t in rows) else None,
     )
 
 

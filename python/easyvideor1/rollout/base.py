@@ -43,6 +43,9 @@ class SamplingConfig:
 
     Log-probs are those of the raw model distribution (temperature 1, full vocabulary,
     before any bias), the quantity ``compute_log_probs`` returns for the trainer.
+
+    ``stop``: strings that end a response where they appear in its decoded text (a tool
+    call's closing tag); the stop text stays in the output, so the policy's own tokens hold it.
     """
 
     max_tokens: int = 256
@@ -52,8 +55,13 @@ class SamplingConfig:
     seed: int | None = None
     stop_token_ids: tuple[int, ...] = ()
     forbid_vision_tokens: bool = True
+    stop: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        # A list (from JSON, e.g. rollout/wire.py) becomes a tuple: the config stays hashable.
+        object.__setattr__(self, "stop", tuple(self.stop))
+        if any(not isinstance(s, str) or not s for s in self.stop):
+            raise ConfigError(f"stop strings must be non-empty strings, got {list(self.stop)!r}")
         if self.max_tokens < 1:
             raise ConfigError(f"max_tokens must be >= 1, got {self.max_tokens}")
         if self.temperature < 0:
@@ -84,6 +92,10 @@ class RolloutRequest:
     # Prompt inputs already built by the caller (e.g. to filter over-long prompts first);
     # engines use them instead of running the processor a second time.
     inputs: PromptInputs | None = field(default=None, repr=False)
+    # Tool declarations for the chat template (multi-turn rollouts with tools on), and further
+    # template variables (models/inputs.render_prompt).
+    tools: Sequence[Mapping[str, Any]] | None = field(default=None, repr=False)
+    template_kwargs: Mapping[str, Any] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if (self.messages is None) == (self.prompt_token_ids is None):
@@ -165,7 +177,8 @@ class RolloutEngine(abc.ABC):
             return None
         if request.inputs is not None:
             return request.inputs
-        return self.builder.build(request.messages, request.videos, request.images, sample_id=request.request_id)
+        return self.builder.build(request.messages, request.videos, request.images, sample_id=request.request_id,
+                                  tools=request.tools, template_kwargs=request.template_kwargs)
 
     @abc.abstractmethod
     def generate(self, requests: Sequence[RolloutRequest], sampling: SamplingConfig) -> list[RolloutResult]:

@@ -53,6 +53,9 @@ def vllm_engine_kwargs(cfg: RunConfig, *, on_cpu: bool, model_path: str | Path |
                               "max_num_seqs": rollout.max_num_seqs, "dtype": rollout.dtype,
                               # A colocated engine sleeps while the actor works (rollout/policy_sync.py).
                               "enable_sleep_mode": rollout.colocate}
+    if rollout.tools.enabled:
+        # Every tool turn may add a clip (get_frames) or a crop (zoom) to the sequence.
+        kwargs.update(max_videos=2 + rollout.tools.max_turns, max_images=4 + rollout.tools.max_turns)
     if on_cpu:
         from easyvideor1.rollout.vllm_memory import cpu_kv_cache_args
 

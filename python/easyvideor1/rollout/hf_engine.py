@@ -5,6 +5,12 @@ Qwen2/2.5-VL after a multi-frame video (Trap 1), so this engine runs its own dec
 with a KV cache and passes the positions of models/rope.py explicitly at every step. The
 ``n`` samples of a request run as one batch (the prompt, frames included, repeated ``n``
 times). Log-probs are the raw model distribution's, like vLLM's ``raw_logprobs``.
+
+Stop strings end a row where they first appear in its decoded text (skipping special
+tokens, as vLLM's detokenizer), the stop text kept. A multi-turn continuation arrives as the
+full sequence's prompt inputs (models/trajectory.py): ids, positions and pixel tensors of
+the prompt and every turn so far; this engine keeps no cache between calls, so each turn
+recomputes the whole sequence (vLLM reuses its prefix cache instead).
 """
 
 from __future__ import annotations
@@ -117,7 +123,7 @@ class HFEngine(RolloutEngine):
                         continue
                     tokens[row].append(int(chosen[row]))
                     logprobs[row].append(float(chosen_logprob[row]))
-                    if int(chosen[row]) in stop_ids:
+                    if int(chosen[row]) in stop_ids or _hits_stop(self.tokenizer, tokens[row], sampling.stop):
                         finished[row] = "stop"
                 if all(f is not None for f in finished) or step + 1 == sampling.max_tokens:
                     break
@@ -187,6 +193,14 @@ class HFEngine(RolloutEngine):
 
     def close(self) -> None:
         self.model = None
+
+
+def _hits_stop(tokenizer: Any, token_ids: list[int], stop: Sequence[str]) -> bool:
+    # Checked after every token, so a string found now appeared with this token.
+    if not stop:
+        return False
+    text = tokenizer.decode(token_ids, skip_special_tokens=True)
+    return any(s in text for s in stop)
 
 
 def _repeat_visual(tensors: dict[str, Any], n: int, device: Any) -> dict[str, Any]:

@@ -22,6 +22,13 @@ builder and frame loader while the workers generate, and collects the scored gro
 
 Each run has an identity (rollout/remote_run.py): its task-id prefix, version board and prefix in
 the weights store.
+
+With tools on (``tools.enabled``) the tasks carry the tools settings and a result's multi-turn
+trajectories arrive without pixels (wire.py): each tool medium is fetched again by its ref
+through ``tool_source`` (a ToolFrameSource: the frame-cache service's tool endpoint in
+distributed mode), checked against the rollout's record, and given its pixel tensors by the
+trainer's builder; a trajectory whose media cannot be fetched or differ filters its sample
+with the reason.
 """
 
 from __future__ import annotations
@@ -33,16 +40,18 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from easyvideor1.cache import FrameLoader
-from easyvideor1.config.schema import MixPolicyConfig, RewardConfig, RunConfig
+from easyvideor1.config.schema import MixPolicyConfig, RewardConfig, RunConfig, ToolsConfig
 from easyvideor1.data import Sample
 from easyvideor1.data.prepared import prepared_family
 from easyvideor1.errors import CacheMismatchError, EasyVideoR1Error
 from easyvideor1.logging import event, get_logger
 from easyvideor1.models.inputs import PromptBuilder, PromptInputs
+from easyvideor1.models.trajectory import Trajectory
 from easyvideor1.prompts.renderer import PromptRenderer
 from easyvideor1.queue import (
     DuplicateTaskError,
@@ -56,8 +65,17 @@ from easyvideor1.rollout.base import SamplingConfig
 from easyvideor1.rollout.policy_sync import PolicySync
 from easyvideor1.rollout.remote_run import RunIdentity
 from easyvideor1.rollout.stage import Group, RolloutStage, RoundResult, sample_fields
+from easyvideor1.rollout.tools.base import ToolFrameSource
+from easyvideor1.rollout.tools.window import refetch as refetch_ref
 from easyvideor1.rollout.weight_sync import WeightPublisher
-from easyvideor1.rollout.wire import WIRE_VERSION, WeightsRef, join_store, reward_from_dict, task_payload
+from easyvideor1.rollout.wire import (
+    WIRE_VERSION,
+    WeightsRef,
+    join_store,
+    reward_from_dict,
+    task_payload,
+    trajectories_from_wire,
+)
 
 log = get_logger(__name__)
 
@@ -93,8 +111,10 @@ class RemoteRolloutStage(RolloutStage):
                  identity: RunIdentity, *, max_prompt_length: int, max_response_length: int,
                  reward: RewardConfig | None = None, staleness: int = 0,
                  result_timeout_s: float = 1800.0, queue_patience_s: float = 120.0, max_requeues: int = 3,
-                 poll_s: float = 1.0, sweep_s: float = 10.0):
+                 poll_s: float = 1.0, sweep_s: float = 10.0, tools: ToolsConfig | None = None,
+                 tool_source: ToolFrameSource | None = None):
         self.queue, self.builder, self.loader, self.renderer = queue, builder, loader, renderer
+        self.tools, self.tool_source = tools, tool_source
         self.identity = identity
         self.max_prompt_length, self.max_response_length = max_prompt_length, max_response_length
         self.reward = reward or RewardConfig()
@@ -131,7 +151,7 @@ class RemoteRolloutStage(RolloutStage):
                                    max_prompt_length=self.max_prompt_length,
                                    max_response_length=self.max_response_length,
                                    video_params=self.loader.video_params, image_params=self.loader.image_params,
-                                   weights=self._weights(), reward=self.reward)
+                                   weights=self._weights(), reward=self.reward, tools=self.tools)
             pending[self.task_id(uid)] = _Pending(k, sample, uid, text, payload)
         self._outstanding = pending  # the same dict: what recover() re-puts
         started = time.perf_counter()
@@ -280,12 +300,35 @@ class RemoteRolloutStage(RolloutStage):
             event(log, "prompt_mismatch", logging.WARNING, task_id=task_id, reason=reason)
             filtered.append((item.sample.problem_id, reason))
             return
+        extra: dict[str, Any] = {}
+        if result.get("trajectories"):
+            trajectories = self._trajectories(item, result["trajectories"], counters)
+            if isinstance(trajectories, str):
+                filtered.append((item.sample.problem_id, trajectories))
+                return
+            extra["trajectories"] = trajectories
         counters["mix_groups"] += int(bool(result.get("mix_injected")))
         groups[item.k] = Group(
             sample=item.sample, uid=item.uid, prompt=item.inputs, responses=[list(r) for r in result["responses"]],
             texts=list(result["texts"]), is_offline=list(result["is_offline"]),
             finish_reasons=list(result["finish_reasons"]), rewards=[reward_from_dict(r) for r in result["rewards"]],
-            policy_version=version)
+            policy_version=version, **extra)
+
+    def _trajectories(self, item: _Pending, wire: Any, counters: dict[str, float]
+                      ) -> list[Trajectory | None] | str:
+        """A result's trajectories with their media fetched again, or why the sample is filtered."""
+        if "trajectories" not in {f.name for f in dataclasses.fields(Group)}:
+            return "the rollout pool sent multi-turn trajectories and this trainer's Group cannot hold them"
+        if self.tool_source is None:
+            return "the rollout pool sent multi-turn trajectories and this stage has no tool frame source"
+        try:
+            out = trajectories_from_wire(wire, refetch=partial(refetch_ref, self.tool_source), builder=self.builder,
+                                         where=f"sample {item.uid!r}")
+        except EasyVideoR1Error as exc:  # TaskError, ToolRequestError/ToolSourceError, MediaError
+            counters["trajectory_refetch_failed"] += 1
+            return f"a trajectory's tool media cannot be fetched again: {type(exc).__name__}: {exc}"
+        counters["trajectory_media_refetched"] += sum(len(t.media_refs) for t in out if t is not None)
+        return out
 
     def _timeout(self, pending: dict[str, _Pending]) -> None:
         ids = sorted(pending)
@@ -344,6 +387,8 @@ class RemoteRolloutStage(RolloutStage):
 
     def close(self) -> None:
         self.queue.close()
+        if self.tool_source is not None:
+            self.tool_source.close()
 
 
 # ---- weights -----------------------------------------------------------------------------------

@@ -76,7 +76,8 @@ class AsyncVLLMEngine:
             # The processor takes tens of ms per video: off the loop, so other requests'
             # outputs keep flowing meanwhile.
             inputs = await asyncio.to_thread(
-                self.builder.build, request.messages, request.videos, request.images, sample_id=request.request_id
+                self.builder.build, request.messages, request.videos, request.images, sample_id=request.request_id,
+                tools=request.tools, template_kwargs=request.template_kwargs,
             )
         params = sampling_params(sampling, n=request.n, forbidden_tokens=self._forbidden,
                                  seed=request_seed(sampling, index), final_only=True)

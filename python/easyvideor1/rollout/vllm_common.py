@@ -4,6 +4,19 @@ Frames go to vLLM as ``{"video": (frames, metadata)}`` with the metadata of the 
 (true source fps, frame indices, ``do_sample_frames=False``) and ``do_resize=False``, so
 vLLM's processor produces exactly the tokens of the shared builder; every prompt's token
 ids are compared with the builder's after generation (``verify_prompts``).
+
+A multi-turn continuation (``PromptInputs.placeholder_ids`` set, models/trajectory.py) goes
+as token ids with one unexpanded placeholder per medium plus its media: vLLM's multimodal
+processor (0.32, ``vllm/multimodal/processing/processor.py``) tokenizes a text prompt first
+anyway, runs the HF processor on the media alone and replaces each placeholder token with
+its expansion at the token level (timestamps included for Qwen3-VL), so the sampled ids are
+continued exactly as they are, never re-tokenized; the verification above covers them too.
+KV reuse across turns: the engines leave vLLM's automatic prefix caching on (its default;
+``engine_args`` does not turn it off), and a continuation's ids extend the previous turn's
+prompt + output ids with the same media (whose hashes are part of the block hashes), so
+every full KV block of the previous turn is reused and only the tool turn and the last
+partial block are prefilled; the processed media of earlier turns come from vLLM's
+multimodal processor cache by their hash.
 """
 
 from __future__ import annotations
@@ -179,6 +192,10 @@ def vllm_prompt(request: RolloutRequest, inputs: PromptInputs | None) -> dict[st
         media["video"] = [(v.frames, v.metadata.processor_metadata()) for v in inputs.videos]
     if inputs.images:
         media["image"] = [im.image for im in inputs.images]
+    if inputs.placeholder_ids is not None:
+        # A continuation: its ids as they are; vLLM expands the placeholders (module docstring).
+        return {"prompt_token_ids": list(inputs.placeholder_ids), "multi_modal_data": media,
+                "mm_processor_kwargs": dict(PROCESSOR_KWARGS)}
     return {"prompt": inputs.prompt_text, "multi_modal_data": media, "mm_processor_kwargs": dict(PROCESSOR_KWARGS)}
 
 
@@ -200,6 +217,10 @@ def sampling_params(sampling: SamplingConfig, *, n: int, forbidden_tokens: Seque
         # Text is decoded once per response by the caller, identically for every engine.
         "detokenize": False,
     }
+    if sampling.stop:
+        # Stop strings are matched on vLLM's incremental detokenization; the stop text stays
+        # in the output (the ids never lose it: the step that completes it is the last one).
+        kwargs.update(stop=list(sampling.stop), include_stop_str_in_output=True, detokenize=True)
     if sampling.forbid_vision_tokens and forbidden_tokens:
         # bad_words sets a one-token word's logit to -inf at every step; a logit_bias is
         # clamped to -100 by vLLM and loses against large logits.

@@ -26,15 +26,19 @@ import threading
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from easyvideor1.cache import FrameLoader, FrameStore
-from easyvideor1.config.schema import RewardConfig, RolloutPoolConfig
+from easyvideor1.config.schema import RewardConfig, RolloutPoolConfig, ToolsConfig
 from easyvideor1.logging import event, get_logger
 from easyvideor1.queue import Message, QueueUnavailableError, WorkQueue
 from easyvideor1.rewards.client import RewardClient, RewardServiceError, open_reward_client
 from easyvideor1.rollout.base import RolloutEngine
+from easyvideor1.rollout.tools.base import ToolFrameSource
+from easyvideor1.rollout.tools.frames import LocalToolFrameSource
+from easyvideor1.rollout.tools.kit import VideoToolKit
 from easyvideor1.rollout.weight_follow import EngineWeights
 from easyvideor1.rollout.wire import RolloutTask, TaskError, filtered_payload, parse_task, result_payload
 
@@ -119,9 +123,13 @@ class RolloutWorker:
 
     def __init__(self, engine: RolloutEngine, queue: WorkQueue, reward_url: str | None, *,
                  frame_store: FrameStore | None, weights: EngineWeights, pool: RolloutPoolConfig | None = None,
-                 max_model_len: int | None = None, consumer: str = "", status_file: str | None = None):
+                 max_model_len: int | None = None, consumer: str = "", status_file: str | None = None,
+                 tool_source: Callable[[FrameLoader], ToolFrameSource] | None = None):
         """``reward_url``: the reward service every task is scored by (None: in-process); ``pool``:
-        the run config's ``serve.rollout``; ``max_model_len``: the engine's (longer prompts are filtered)."""
+        the run config's ``serve.rollout``; ``max_model_len``: the engine's (longer prompts are filtered);
+        ``tool_source``: where a task with tools on gets its tool frames, given the task's frame loader
+        (default: decoded here over that loader; the worker command passes the run's
+        ``make_tool_frame_source``, the frame-cache service in distributed mode)."""
         self.engine, self.queue, self.frame_store, self.weights = engine, queue, frame_store, weights
         self.pool = pool or RolloutPoolConfig()
         self.max_model_len, self.status_file = max_model_len, status_file
@@ -133,6 +141,8 @@ class RolloutWorker:
         self.last_error: str | None = None
         self._holding: list[str] = []
         self._loaders: dict[str, FrameLoader] = {}
+        self._tool_source = tool_source
+        self._kits: dict[str, VideoToolKit] = {}  # one per (tools settings, loader): the tasks' runs
         self._thread: threading.Thread | None = None
         self._status_written = 0.0
         self._task_failures = 0
@@ -263,8 +273,10 @@ class RolloutWorker:
         if self.max_model_len is not None:
             max_prompt = min(max_prompt, self.max_model_len - first.sampling.max_tokens)
         prompts = _TaskPrompts({t.sample.problem_id: t.prompt_text for _, t in batch})
+        tools = first.tools if first.tools is not None and first.tools.enabled else None
         stage = EngineRolloutStage(self.engine, loader, prompts, self.rewards.get(first.reward), max_prompt_length=max_prompt,
-                             max_response_length=first.max_response_length)
+                                   max_response_length=first.max_response_length, tools=tools,
+                                   kit=self._kit(tools, loader) if tools is not None else None)
         started = time.perf_counter()
         try:
             result = stage.run([t.sample for _, t in batch], n=first.n, sampling=first.sampling, mix=first.mix,
@@ -310,6 +322,22 @@ class RolloutWorker:
                 self._nack(message, "the rollout stage returned no outcome for this sample")
                 continue
             self._deliver(message, payload)
+
+    def close_tools(self) -> None:
+        """Close the tool kits' frame sources (HTTP sessions to the frame-cache service)."""
+        for kit in self._kits.values():
+            kit.close()
+        self._kits.clear()
+
+    def _kit(self, tools: ToolsConfig, loader: FrameLoader) -> VideoToolKit:
+        """The tool kit for a task's tools settings (cached per settings and frame loader)."""
+        key = f"{tools.model_dump_json()}|{id(loader)}"
+        kit = self._kits.get(key)
+        if kit is None:
+            source = self._tool_source(loader) if self._tool_source is not None \
+                else LocalToolFrameSource(loader, self.engine.family)
+            kit = self._kits[key] = VideoToolKit(self.engine.family, source, tools)
+        return kit
 
     def _loader(self, task: RolloutTask) -> FrameLoader:
         key = json.dumps([task.video_params.as_dict(), task.image_params.as_dict()], sort_keys=True)

@@ -21,6 +21,7 @@ from easyvideor1.config.cli import add_config_arguments, config_from_args
 from easyvideor1.config.schema import RunConfig
 from easyvideor1.errors import ConfigError
 from easyvideor1.logging import event, get_logger
+from easyvideor1.rollout.tools.frames import make_tool_frame_source
 from easyvideor1.rollout.worker import RolloutWorker
 
 log = get_logger("rollout.worker")
@@ -44,6 +45,7 @@ class BuiltWorker:
 
     def close(self) -> None:
         self.worker.rewards.close()
+        self.worker.close_tools()
         for part in reversed(self.parts):
             part.close()
 
@@ -77,8 +79,15 @@ def build_worker(cfg: RunConfig, *, consumer: str = "", status_file: str | None 
         for part in reversed(parts):
             part.close()
         raise
+    family = engine.family
+
+    def tool_source(loader: Any) -> Any:
+        # The frame-cache service's tool endpoint in distributed mode: a pod needs no raw media.
+        return make_tool_frame_source(cfg, family, loader=loader)
+
     worker = RolloutWorker(engine, queue, cfg.worker.reward.url, frame_store=store, weights=weights, pool=pool,
-                           max_model_len=max_model_len(cfg), consumer=consumer, status_file=status_file)
+                           max_model_len=max_model_len(cfg), consumer=consumer, status_file=status_file,
+                           tool_source=tool_source)
     return BuiltWorker(worker, parts)
 
 

@@ -5,6 +5,10 @@ train/data_parallel.py). Micro-batches are cut by a token budget; every rank run
 the busiest one (the others add zero-weight ones), and every loss term is normalised by the
 token/sequence count of the whole mini-batch on all ranks (``global_tokens``/``global_seqs``),
 so gradient accumulation and data parallelism give the same update as one big batch.
+
+A multi-turn item (``TrainItem.trajectory``) is forwarded whole, tool turns and their media
+included, so its log-probs (old, reference, current) are those of the full sequence; the loss,
+the KL and the entropy, and the token counts that normalise them, cover only its policy tokens.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from easyvideor1.models.checkpointing import keep_activations, make_keep_policy
 from easyvideor1.models.forward import ForwardBatch, collate_forward_batch, compute_log_probs
 from easyvideor1.models.inputs import PromptInputs
 from easyvideor1.models.packing import PackedBatch, pack_forward_batch, packed_log_probs
+from easyvideor1.models.response_rows import trajectory_pixels_pending
+from easyvideor1.models.trajectory import Trajectory
 from easyvideor1.train.actor_group import ActorGroup
 from easyvideor1.train.batching import token_budget_microbatches
 from easyvideor1.train.data_parallel import DataParallel, RankShard, shard_batch, update_plan
@@ -49,10 +55,18 @@ class TrainItem:
     advantages: torch.Tensor | None = None  # (len(response),)
     old_log_probs: torch.Tensor | None = None
     ref_log_probs: torch.Tensor | None = None
+    # A multi-turn response: ``response`` is then its token_ids (tool turns included).
+    trajectory: Trajectory | None = None
 
     @property
     def length(self) -> int:
+        """Tokens forwarded (tool turns included): what micro-batches and shards are cut by."""
         return len(self.prompt.prompt_ids) + len(self.response)
+
+    @property
+    def policy_tokens(self) -> int:
+        """Response tokens in the loss."""
+        return self.trajectory.policy_tokens if self.trajectory is not None else len(self.response)
 
 
 def load_vlm(model_path: str, device: torch.device, *, trainable: bool, gradient_checkpointing: bool,
@@ -154,8 +168,10 @@ class Actor(ActorGroup):
     _pixels: Any = None
 
     def _with_pixels(self, items: Sequence[TrainItem]) -> None:
-        """Give text-only prompts their pixels (loaded from the frame store by the items' refs)."""
-        if not any(it.prompt.pixels_pending for it in items):
+        """Give text-only prompts their pixels (loaded from the frame store by the items' refs),
+        and trajectories that travelled without their tool media's pixels theirs (fetched again
+        by their media refs); embedded trajectories bring their pixels and pass untouched."""
+        if not any(it.prompt.pixels_pending or trajectory_pixels_pending(it.trajectory) for it in items):
             return
         if self._pixels is None:
             if self._pixel_config is None:
@@ -166,13 +182,16 @@ class Actor(ActorGroup):
             self._pixels = PixelSource.from_config(self._pixel_config)
         for it in items:
             it.prompt = self._pixels.ready(it.prompt, it.media)
+            if trajectory_pixels_pending(it.trajectory):
+                it.trajectory = self._pixels.ready_trajectory(it.prompt.sample_id, it.trajectory)
 
     def _collate(self, items: Sequence[TrainItem]) -> ForwardBatch | PackedBatch:
         self._with_pixels(items)
         prompts, responses = [it.prompt for it in items], [it.response for it in items]
+        trajectories = [it.trajectory for it in items] if any(it.trajectory is not None for it in items) else None
         if self.cfg.padding_free:
-            return pack_forward_batch(prompts, responses)
-        return collate_forward_batch(prompts, responses, pad_token_id=self.pad_token_id)
+            return pack_forward_batch(prompts, responses, trajectories=trajectories)
+        return collate_forward_batch(prompts, responses, pad_token_id=self.pad_token_id, trajectories=trajectories)
 
     def _log_probs(self, model: Any, batch: ForwardBatch | PackedBatch, *, with_entropy: bool = True) -> Any:
         if isinstance(batch, PackedBatch):
@@ -257,6 +276,7 @@ class Actor(ActorGroup):
         batch.position_ids = batch.position_ids.to(device)
         batch.mm_token_type_ids = batch.mm_token_type_ids.to(device)
         batch.response_mask = batch.response_mask.to(device)
+        batch.loss_mask = batch.loss_mask.to(device)
         batch.visual = {k: v.to(device) for k, v in batch.visual.items()}
         return batch
 
@@ -298,7 +318,7 @@ class Actor(ActorGroup):
         Loss terms are normalised by the mini-batch's token/sequence counts over all ranks and
         multiplied by the rank count (FSDP averages gradients), so the gradient equals one rank's
         on the whole mini-batch. Ranks with fewer micro-batches run zero-weight ones."""
-        lengths = [len(it.response) for it in shard]
+        lengths = [it.policy_tokens for it in shard]  # the loss's token count: tool turns excluded
         groups = self._micro_batches(shard)
         rows = self.dp.gather([sum(lengths), sum(1 for n in lengths if n > 0), len(groups), len(shard),
                                sum(it.length for it in shard)])
@@ -340,7 +360,7 @@ class Actor(ActorGroup):
         algo, device, dp = self.algo, self.world.device, self.dp.size
         batch = self._to_device(self._collate(members))
         length = batch.response_length
-        mask = batch.response_mask.to(device)
+        mask = batch.loss_mask.to(device)  # the policy's tokens: tool turns are out of every loss term
         old = _padded([m.old_log_probs for m in members], length, device)
         adv = _padded([m.advantages for m in members], length, device)
         use_full_kl = algo.kl.enable and algo.kl.use_as == "loss" and algo.kl.kind == "full"

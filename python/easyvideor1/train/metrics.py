@@ -2,6 +2,7 @@
 
 ``MetricsLogger.log(step, metrics)`` fans one flat ``{name: number}`` dict out to every
 configured sink. Names use ``/`` to group (``reward/accuracy``, ``time/rollout_s``).
+:func:`tool_metrics` summarises the multi-turn trajectories of a step (tools on).
 """
 
 from __future__ import annotations
@@ -9,13 +10,66 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from easyvideor1.logging import get_logger
 
+if TYPE_CHECKING:
+    from easyvideor1.rollout.stage import Group
+
 log = get_logger("train.metrics")
+
+
+@dataclass(frozen=True)
+class ToolUse:
+    """What one online response did with the tools, and how well it answered."""
+
+    calls: int
+    frames: int
+    turns: int
+    errors: int
+    accuracy: float | None
+
+
+def tool_uses(groups: Sequence[Group]) -> list[ToolUse]:
+    """The online responses of ``groups`` (offline ones are the teacher's, not the policy's); a
+    response without a trajectory is one turn and no call."""
+    uses = []
+    for group in groups:
+        accuracies = group.values("accuracy")
+        for r, offline in enumerate(group.is_offline):
+            if offline:
+                continue
+            t = group.trajectory(r)
+            uses.append(ToolUse(calls=t.tool_calls if t is not None else 0,
+                                frames=t.frames_fetched if t is not None else 0,
+                                turns=t.turns if t is not None else 1, errors=t.tool_errors if t is not None else 0,
+                                accuracy=accuracies[r] if r < len(accuracies) else None))
+    return uses
+
+
+def tool_metrics(groups: Sequence[Group] | Sequence[ToolUse], prefix: str = "tools/") -> dict[str, float]:
+    """Per trajectory the mean tool calls, frames fetched and policy turns; the share of
+    trajectories that call a tool; refused calls per call; and the accuracy of the trajectories
+    with a call and without one (each only when there are such trajectories: a missing value is
+    not a zero). ``groups``: a round's groups, or :func:`tool_uses` collected over several."""
+    uses = list(groups) if groups and isinstance(groups[0], ToolUse) else tool_uses(groups)  # type: ignore[arg-type]
+    if not uses:
+        return {}
+    calls = sum(u.calls for u in uses)
+    out = {f"{prefix}calls_per_trajectory": calls / len(uses),
+           f"{prefix}frames_fetched": sum(u.frames for u in uses) / len(uses),
+           f"{prefix}turns": sum(u.turns for u in uses) / len(uses),
+           f"{prefix}call_share": sum(1 for u in uses if u.calls) / len(uses),
+           f"{prefix}error_rate": sum(u.errors for u in uses) / calls if calls else 0.0}
+    for name, chosen in (("with_call", [u for u in uses if u.calls]), ("without_call", [u for u in uses if not u.calls])):
+        scored = [u.accuracy for u in chosen if u.accuracy is not None]
+        if scored:
+            out[f"{prefix}accuracy_{name}"] = sum(scored) / len(scored)
+    return out
 
 
 class MetricsLogger:

@@ -91,9 +91,18 @@ def _embedded(cfg: RunConfig, engine: RolloutEngine | None, owned: list[Any]):
     rewards = open_reward_client(cfg.worker.reward.url, cfg.worker.reward)
     owned.append(rewards)
     loader = build_frame_loader(cfg, sync.engine.family)
+    kit = None
+    if rollout.tools.enabled:
+        from easyvideor1.rollout.tools.frames import make_tool_frame_source
+        from easyvideor1.rollout.tools.kit import make_tool_kit
+
+        # The tools read through the run's loader: its store, hash index and counters.
+        kit = make_tool_kit(cfg, sync.engine.family,
+                            source=make_tool_frame_source(cfg, sync.engine.family, loader=loader))
+        owned.append(kit)
     stage = EngineRolloutStage(sync.engine, loader, PromptRenderer(cfg.data.prompt_template_dir), rewards,
                                max_prompt_length=max_prompt_length(cfg),
-                               max_response_length=cfg.data.max_response_length)
+                               max_response_length=cfg.data.max_response_length, tools=rollout.tools, kit=kit)
     return sync.engine.builder, loader, stage, sync
 
 
@@ -119,12 +128,20 @@ def remote_rollout_parts(cfg: RunConfig, owned: list[Any]):
     loader = build_frame_loader(cfg, builder.family)
     resuming = cfg.trainer.resume == "auto" and latest_checkpoint(cfg.trainer.output_dir) is not None
     identity = RunIdentity.for_run(cfg, resuming=resuming)
+    tools = cfg.worker.rollout.tools
+    tool_source = None
+    if tools.enabled:
+        # Trajectories come back without their tool media; the trainer fetches them again by ref.
+        from easyvideor1.rollout.tools.frames import make_tool_frame_source
+
+        tool_source = make_tool_frame_source(cfg, builder.family, loader=loader)
     stage = RemoteRolloutStage(open_queue(dist.queue_url, dist.namespace), builder, loader,
                                PromptRenderer(cfg.data.prompt_template_dir), identity,
                                max_prompt_length=cfg.data.max_prompt_length,
                                max_response_length=cfg.data.max_response_length, reward=cfg.worker.reward,
                                staleness=dist.staleness, result_timeout_s=dist.result_timeout_s,
-                               queue_patience_s=dist.queue_patience_s, max_requeues=dist.max_requeues)
+                               queue_patience_s=dist.queue_patience_s, max_requeues=dist.max_requeues,
+                               tools=tools if tools.enabled else None, tool_source=tool_source)
     owned.append(stage)
     sync = RemotePolicySync(cfg, stage, identity, store_options)
     owned.append(sync)

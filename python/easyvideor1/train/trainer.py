@@ -3,6 +3,11 @@
 One :class:`RLTrainer` per process, driving the parts that train/parts.py assembles from the
 config: the embedded and the distributed mode are the same loop over other implementations of
 the same interfaces (configuration, not a second loop).
+
+With tools on, a response may be a multi-turn trajectory: its mask below is its loss mask
+(policy tokens only), its outcome reward sits on its last policy token, its length (for the
+overlong penalty and the length metrics) counts every token after the prompt, and the step's
+metrics add the tool use (``tools/...``, train/metrics.py ``tool_metrics``).
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ import os
 import random
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +42,7 @@ from easyvideor1.train.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
-from easyvideor1.train.metrics import MetricsLogger, plot_curves
+from easyvideor1.train.metrics import MetricsLogger, ToolUse, plot_curves, tool_metrics, tool_uses
 from easyvideor1.train.parts import TrainerParts, build_parts
 from easyvideor1.train.sampler import ResumableSampler
 
@@ -57,6 +62,7 @@ class ValidationReport:
     counts: dict[str, int]
     format: float
     responses: list[dict[str, Any]]
+    tools: dict[str, float] = field(default_factory=dict)  # tool use (tools on): tool_metrics' names
 
 
 class RLTrainer:
@@ -152,16 +158,21 @@ class RLTrainer:
         return groups, stats
 
     def _train_items(self, groups: list[Group]) -> tuple[list[TrainItem], torch.Tensor, torch.Tensor]:
+        """The items, their loss masks ``(N, R)`` (a trajectory's tool turns 0) and overall rewards."""
         items: list[TrainItem] = []
         for group in groups:
             media = media_refs(group.sample, self.builder.family.name)
             for r, response in enumerate(group.responses):
                 items.append(TrainItem(uid=group.uid, prompt=group.prompt, response=response, media=media,
-                                       is_offline=group.is_offline[r], problem_type=group.sample.problem_type))
+                                       is_offline=group.is_offline[r], problem_type=group.sample.problem_type,
+                                       trajectory=group.trajectory(r)))
         width = max(1, max(len(it.response) for it in items))
         mask = torch.zeros((len(items), width), dtype=torch.float32)
         for i, it in enumerate(items):
-            mask[i, : len(it.response)] = 1.0
+            if it.trajectory is not None:
+                mask[i, : len(it.response)] = torch.tensor(it.trajectory.loss_mask, dtype=torch.float32)
+            else:
+                mask[i, : len(it.response)] = 1.0
         scores = torch.tensor([rew.overall for g in groups for rew in g.rewards], dtype=torch.float32)
         return items, mask, scores
 
@@ -175,14 +186,17 @@ class RLTrainer:
         # Every rollout of the step happens before the actor's work (a colocated engine sleeps now).
         baselines = self._greedy_baselines(groups) if algo.adv_estimator == "remax" else None
         self.policy_sync.before_update()
-        lengths = mask.sum(-1)
+        # Every token after the prompt (a trajectory's tool turns too): max_response_length bounds them all.
+        lengths = torch.tensor([float(len(it.response)) for it in items])
         if algo.overlong_penalty.enable:
             scores = scores + overlong_penalty(lengths.long(), max_length=cfg.data.max_response_length,
                                                buffer_length=algo.overlong_penalty.buffer_length,
                                                penalty_factor=algo.overlong_penalty.penalty_factor).float()
         token_rewards = torch.zeros_like(mask)
-        last = (lengths.long() - 1).clamp(min=0)
-        token_rewards[torch.arange(len(items)), last] = scores * (lengths > 0).float()
+        # The outcome reward on the last token in the loss (the response's last, for a single turn).
+        columns = torch.arange(mask.shape[1]).expand_as(mask)
+        last = torch.where(mask.bool(), columns, torch.full_like(columns, -1)).max(-1).values.clamp(min=0)
+        token_rewards[torch.arange(len(items)), last] = scores * (mask.sum(-1) > 0).float()
 
         t0 = time.perf_counter()
         engine_logprobs = [lp for g in groups for lp in (g.logprobs or [None] * len(g.responses))]
@@ -219,8 +233,10 @@ class RLTrainer:
             extra["component_weights"] = dict(algo.gdpo_weights)
         if baselines is not None:
             extra["reward_baselines"] = baselines
-        advantages, _ = compute_advantage(algo.adv_estimator, token_rewards, mask, uids, eps=algo.norm_eps,
-                                          gamma=algo.gamma, **extra)
+        advantage_fn = policy_token_advantages if any(it.trajectory is not None for it in items) \
+            else compute_advantage
+        advantages, _ = advantage_fn(algo.adv_estimator, token_rewards, mask, uids, eps=algo.norm_eps,
+                                     gamma=algo.gamma, **extra)
         for i, it in enumerate(items):
             it.advantages = advantages[i, : len(it.response)].float()
 
@@ -235,6 +251,9 @@ class RLTrainer:
 
         step_s = time.perf_counter() - started
         metrics = {**stats, **update, **kl_stats, **self._reward_metrics(groups)}
+        if cfg.worker.rollout.tools.enabled:
+            metrics.update(tool_metrics(groups))
+            metrics["response/policy_tokens_mean"] = float(mask.sum(-1).mean())
         metrics.update({"response/length_mean": float(lengths.mean()), "response/length_max": float(lengths.max()),
                         "time/rollout_s": stats.get("rollout_s", 0.0), "time/frames_s": stats.get("frames_s", 0.0),
                         "time/reward_s": stats.get("reward_s", 0.0), "time/log_prob_s": logprob_s,
@@ -276,12 +295,14 @@ class RLTrainer:
         by_type: dict[str, list[float]] = defaultdict(list)
         formats: list[float] = []
         responses: list[dict[str, Any]] = []
+        uses: list[ToolUse] = []
         size = self.cfg.data.val_batch_size
         for start in range(0, len(samples), size):
             chunk = samples[start:start + size]
             result = self.stage.run(chunk, n=1, sampling=self._sampling(greedy=True), mix=MixPolicyConfig(),
                                     uid_prefix=f"val{self.step}-{start}")
             done = {g.sample.problem_id for g in result.groups}
+            uses.extend(tool_uses(result.groups))
             for group in result.groups:
                 reward = group.rewards[0]
                 by_type[reward.problem_type or group.sample.problem_type].append(reward.accuracy)
@@ -297,7 +318,8 @@ class RLTrainer:
             accuracy=float(np.mean(all_values)) if all_values else 0.0,
             by_type={k: float(np.mean(v)) for k, v in sorted(by_type.items())},
             counts={k: len(v) for k, v in sorted(by_type.items())},
-            format=float(np.mean(formats)) if formats else 0.0, responses=responses)
+            format=float(np.mean(formats)) if formats else 0.0, responses=responses,
+            tools=tool_metrics(uses, prefix="") if self.cfg.worker.rollout.tools.enabled else {})
 
     def _log_validation(self) -> ValidationReport | None:
         if not self.val_set:
@@ -305,6 +327,7 @@ class RLTrainer:
         report = self.validate()
         metrics = {"val/accuracy": report.accuracy, "val/format": report.format}
         metrics.update({f"val/accuracy/{k}": v for k, v in report.by_type.items()})
+        metrics.update({f"val/tools/{k}": v for k, v in report.tools.items()})
         self.metrics.log(self.step, metrics)
         return report
 
@@ -365,4 +388,37 @@ def _stack(rows: list[torch.Tensor | None], width: int) -> torch.Tensor:
     for i, row in enumerate(rows):
         if row is not None:
             out[i, : len(row)] = row
+    return out
+
+
+def policy_token_advantages(estimator: str, token_rewards: torch.Tensor, mask: torch.Tensor, uids: list[str],
+                            **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """``compute_advantage`` for loss masks with holes (multi-turn trajectories): each row's policy
+    tokens are put side by side first, so returns and whitening see the policy's actions in order
+    and never a tool turn (a hole would reset a discounted return, cutting the earlier turns off
+    the reward); the results go back in place, 0 on the tool turns."""
+    compact_rewards, compact_mask = _policy_tokens_only(token_rewards, mask)
+    advantages, returns = compute_advantage(estimator, compact_rewards, compact_mask, uids, **kwargs)
+    return _back_in_place(advantages, mask), _back_in_place(returns, mask)
+
+
+def _policy_tokens_only(values: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's masked entries moved to the front, in order, and the mask of the result."""
+    counts = mask.sum(-1).long()
+    width = max(1, int(counts.max()))
+    out = torch.zeros((values.shape[0], width), dtype=values.dtype)
+    packed_mask = torch.zeros((values.shape[0], width), dtype=mask.dtype)
+    for row in range(values.shape[0]):
+        kept = values[row][mask[row].bool()]
+        out[row, : len(kept)] = kept
+        packed_mask[row, : len(kept)] = 1
+    return out, packed_mask
+
+
+def _back_in_place(compact: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """:func:`_policy_tokens_only`'s rows put back where ``mask`` is 1 (0 elsewhere)."""
+    out = torch.zeros(mask.shape, dtype=compact.dtype)
+    for row in range(mask.shape[0]):
+        where = mask[row].bool()
+        out[row, where] = compact[row, : int(where.sum())]
     return out

@@ -110,3 +110,7 @@ class ToolKit(ABC):
     @abstractmethod
     def session(self, video: ToolVideo) -> ToolSession:
         """Fresh per-trajectory state."""
+
+    def chat_template_kwargs(self) -> dict[str, Any]:
+        """What the chat template needs to declare the tools (``tools=`` and any family option)."""
+        return {"tools": self.schemas()}
