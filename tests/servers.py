@@ -8,16 +8,21 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import httpx
+import uvicorn
 
 
 def free_port() -> int:
@@ -198,3 +203,39 @@ def frame_store_for(request, tmp_path_factory, name: str) -> tuple[str, dict[str
     import uuid
 
     return f"s3://evr1-frames/{name}-{uuid.uuid4().hex[:8]}", request.getfixturevalue("s3").url_env
+
+
+@contextlib.contextmanager
+def serve_in_thread(app, health: str = "/healthz", timeout: float = 15.0) -> Iterator[str]:
+    """An ASGI app under a real uvicorn server in a daemon thread on 127.0.0.1; yields its URL
+    once ``health`` answers 200 (tests that call the service over HTTP without a subprocess)."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if httpx.get(f"{url}{health}", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the app at {url} did not answer {health} within {timeout} s")
+            time.sleep(0.05)
+        yield url
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def metric_sum(text: str, name: str, **labels: str) -> float:
+    """Sum of the Prometheus samples of ``name`` in ``text`` whose labels include ``labels``."""
+    total = 0.0
+    for line in text.splitlines():
+        m = re.match(rf"^{re.escape(name)}(?:\{{(.*)\}})? (\S+)$", line)
+        if m and all(f'{k}="{v}"' in (m.group(1) or "") for k, v in labels.items()):
+            total += float(m.group(2))
+    return total

@@ -7,20 +7,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import socket
 import sys
 import threading
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
-import httpx
 import numpy as np
 import pytest
 import torch
-import uvicorn
+from servers import serve_in_thread
 
 from easyvideor1.cache import FrameLoader, open_store
 from easyvideor1.config.schema import MixPolicyConfig, RewardConfig, RunConfig, ToolsConfig
@@ -59,28 +55,9 @@ DATA = {"video_fps": 2.0, "video_min_frames": 2, "video_max_frames": 8, "video_m
         "video_max_pixels": 12544, "image_min_pixels": 3136, "image_max_pixels": 12544}
 
 
-@contextmanager
-def serving(cfg: RunConfig) -> Iterator[str]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(cfg), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(300):
-            try:
-                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                threading.Event().wait(0.05)
-        else:
-            raise RuntimeError("the frame-cache app did not start")
-        yield url
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+def serving(cfg: RunConfig):
+    """``create_app(cfg)`` served over HTTP on loopback; yields its URL."""
+    return serve_in_thread(create_app(cfg))
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
-from servers import frame_store_for, wait_build
+from servers import frame_store_for, metric_sum, wait_build
 
 from easyvideor1.cache.blob import decode_blob
 from easyvideor1.cache.key import HashIndex, cache_key
@@ -76,15 +76,6 @@ def service(request, tmp_path_factory, media):
 def http(service):
     with httpx.Client(base_url=service.url, timeout=30) as client:
         yield client
-
-
-def metric(text: str, name: str, **labels: str) -> float:
-    total = 0.0
-    for line in text.splitlines():
-        m = re.match(rf"^{re.escape(name)}(?:\{{(.*)\}})? (\S+)$", line)
-        if m and all(f'{k}="{v}"' in (m.group(1) or "") for k, v in labels.items()):
-            total += float(m.group(2))
-    return total
 
 
 def test_build_media_list_then_serve_the_blobs(service, http, media):
@@ -199,19 +190,19 @@ def test_health_ready_and_metrics(http, media):
     http.get(f"/v1/blobs/{'cd' * 32}")
     http.head(f"/v1/blobs/{key}")
     text = http.get("/metrics").text
-    assert metric(text, "evr1_frame_cache_blob_hits_total", method="GET") == \
-        metric(before, "evr1_frame_cache_blob_hits_total", method="GET") + 1
-    assert metric(text, "evr1_frame_cache_blob_misses_total", method="GET") >= 1
-    assert metric(text, "evr1_frame_cache_blob_hits_total", method="HEAD") >= 1
-    assert metric(text, "evr1_frame_cache_bytes_served_total") == \
-        metric(before, "evr1_frame_cache_bytes_served_total") + size
-    assert metric(text, "evr1_frame_cache_builds_submitted_total") >= 1
-    assert metric(text, "evr1_frame_cache_builds_finished_total", status="done") >= 1
-    assert metric(text, "evr1_frame_cache_build_media_total", outcome="built") >= 1
-    assert metric(text, "evr1_frame_cache_build_failures_total", error_kind="decode") >= 1
-    assert metric(text, "evr1_frame_cache_requests_total", route="/v1/blobs/{key}", method="GET",
-                  status="404") >= 1
-    assert metric(text, "evr1_frame_cache_request_seconds_count", route="/v1/blobs/{key}", method="GET") >= 2
+    assert metric_sum(text, "evr1_frame_cache_blob_hits_total", method="GET") == \
+        metric_sum(before, "evr1_frame_cache_blob_hits_total", method="GET") + 1
+    assert metric_sum(text, "evr1_frame_cache_blob_misses_total", method="GET") >= 1
+    assert metric_sum(text, "evr1_frame_cache_blob_hits_total", method="HEAD") >= 1
+    assert metric_sum(text, "evr1_frame_cache_bytes_served_total") == \
+        metric_sum(before, "evr1_frame_cache_bytes_served_total") + size
+    assert metric_sum(text, "evr1_frame_cache_builds_submitted_total") >= 1
+    assert metric_sum(text, "evr1_frame_cache_builds_finished_total", status="done") >= 1
+    assert metric_sum(text, "evr1_frame_cache_build_media_total", outcome="built") >= 1
+    assert metric_sum(text, "evr1_frame_cache_build_failures_total", error_kind="decode") >= 1
+    assert metric_sum(text, "evr1_frame_cache_requests_total", route="/v1/blobs/{key}", method="GET",
+                      status="404") >= 1
+    assert metric_sum(text, "evr1_frame_cache_request_seconds_count", route="/v1/blobs/{key}", method="GET") >= 2
     assert key not in text  # keys never become label values
 
 

@@ -6,19 +6,14 @@ metrics."""
 
 from __future__ import annotations
 
-import re
 import socket
 import sys
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
-import uvicorn
-from servers import frame_store_for
+from servers import frame_store_for, metric_sum, serve_in_thread
 
 from easyvideor1.cache import FrameLoader, open_store
 from easyvideor1.config.schema import RunConfig
@@ -46,29 +41,9 @@ def run_config(store: str, root: Path, **tools: float) -> RunConfig:
         "serve": {"frame_cache": {"build_workers": 0, "source_roots": [str(root)]}}})
 
 
-@contextmanager
-def serving(cfg: RunConfig) -> Iterator[str]:
-    """``create_app(cfg)`` under uvicorn in a thread on 127.0.0.1; yields its URL."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(cfg), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(300):
-            try:
-                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                threading.Event().wait(0.05)
-        else:
-            raise RuntimeError("the frame-cache app did not start")
-        yield url
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+def serving(cfg: RunConfig):
+    """``create_app(cfg)`` served over HTTP on loopback; yields its URL."""
+    return serve_in_thread(create_app(cfg))
 
 
 @pytest.fixture(scope="module")
@@ -117,15 +92,6 @@ def local_loader(service) -> FrameLoader:
     return FrameLoader(None, video, image, index=service["index"])
 
 
-def metric(text: str, name: str, **labels: str) -> float:
-    total = 0.0
-    for line in text.splitlines():
-        m = re.match(rf"^{re.escape(name)}(?:\{{(.*)\}})? (\S+)$", line)
-        if m and all(f'{k}="{v}"' in (m.group(1) or "") for k, v in labels.items()):
-            total += float(m.group(2))
-    return total
-
-
 def videos_of(service, media) -> list[ToolVideo]:
     """The same video by key alone, by key and path, and by path alone."""
     d, key, path = service["duration"], service["key"], str(media["video"])
@@ -171,8 +137,8 @@ def test_a_repeated_window_is_a_store_hit(service, source, media):
     assert np.array_equal(first.frames, second.frames) and first.metadata == second.metadata
     after = httpx.get(f"{service['url']}/metrics").text
     for outcome in ("hit", "miss"):
-        assert metric(after, "evr1_frame_cache_tool_store_total", tool="window", outcome=outcome) == \
-            metric(before, "evr1_frame_cache_tool_store_total", tool="window", outcome=outcome) + 1
+        assert metric_sum(after, "evr1_frame_cache_tool_store_total", tool="window", outcome=outcome) == \
+            metric_sum(before, "evr1_frame_cache_tool_store_total", tool="window", outcome=outcome) + 1
 
 
 def window_body(service, **change):
@@ -264,7 +230,7 @@ def test_a_service_timeout_is_a_clear_error(service):
         finally:
             client.close()
         text = httpx.get(f"{url}/metrics").text
-        assert metric(text, "evr1_frame_cache_tool_errors_total", tool="window", reason="timeout") == 1
+        assert metric_sum(text, "evr1_frame_cache_tool_errors_total", tool="window", reason="timeout") == 1
         assert httpx.get(f"{url}/healthz").status_code == 200
 
 
@@ -286,11 +252,11 @@ def test_metrics_are_exposed(service, source):
     with pytest.raises(ToolArgumentError):
         source.crop(video, 0.5, (0, 0, 640, 48), max_pixels=3136)
     text = httpx.get(f"{service['url']}/metrics").text
-    assert metric(text, "evr1_frame_cache_tool_requests_total", tool="crop", status="200") >= 1
-    assert metric(text, "evr1_frame_cache_tool_requests_total", tool="crop", status="422") >= 1
-    assert metric(text, "evr1_frame_cache_tool_errors_total", tool="crop", reason="bad_request") >= 1
-    assert metric(text, "evr1_frame_cache_tool_frames_total", tool="crop") >= 1
-    assert metric(text, "evr1_frame_cache_tool_seconds_count", tool="crop") >= 1
+    assert metric_sum(text, "evr1_frame_cache_tool_requests_total", tool="crop", status="200") >= 1
+    assert metric_sum(text, "evr1_frame_cache_tool_requests_total", tool="crop", status="422") >= 1
+    assert metric_sum(text, "evr1_frame_cache_tool_errors_total", tool="crop", reason="bad_request") >= 1
+    assert metric_sum(text, "evr1_frame_cache_tool_frames_total", tool="crop") >= 1
+    assert metric_sum(text, "evr1_frame_cache_tool_seconds_count", tool="crop") >= 1
     spec = httpx.get(f"{service['url']}/openapi.json").json()
     assert {"/v1/tools/window", "/v1/tools/crop"} <= set(spec["paths"])
     assert {"WindowRequest", "CropRequest"} <= set(spec["components"]["schemas"])

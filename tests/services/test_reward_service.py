@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import threading
 import time
@@ -21,6 +20,7 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
+from servers import metric_sum
 
 from easyvideor1.config.schema import RewardConfig
 from easyvideor1.rewards.client import InProcessRewardClient
@@ -49,16 +49,6 @@ def server():
 def http(server):
     with httpx.Client(base_url=server.url, timeout=60) as client:
         yield client
-
-
-def _metric(text: str, name: str, **labels: str) -> float:
-    """Sum of the samples of ``name`` whose labels include ``labels``."""
-    total = 0.0
-    for line in text.splitlines():
-        m = re.match(rf"^{re.escape(name)}(?:\{{(.*)\}})? (\S+)$", line)
-        if m and all(f'{k}="{v}"' in (m.group(1) or "") for k, v in labels.items()):
-            total += float(m.group(2))
-    return total
 
 
 def _expected(items, config: RewardConfig | None = None):
@@ -275,9 +265,9 @@ def test_timeout_item_is_isolated_and_its_worker_replaced(http):
     assert set(after["worker_pids"]) != set(before["worker_pids"])  # the hung one was replaced
     assert http.post("/v1/score", json={"items": mixed_batch(10)}).json()["results"] == _expected(mixed_batch(10))
     text = http.get("/metrics").text
-    assert _metric(text, "evr1_reward_item_timeouts_total", problem_type="code") >= 1
-    assert _metric(text, "evr1_reward_item_failures_total", problem_type="code", reason="timeout") >= 1
-    assert _metric(text, "evr1_reward_worker_restarts_total") >= 1
+    assert metric_sum(text, "evr1_reward_item_timeouts_total", problem_type="code") >= 1
+    assert metric_sum(text, "evr1_reward_item_failures_total", problem_type="code", reason="timeout") >= 1
+    assert metric_sum(text, "evr1_reward_worker_restarts_total") >= 1
 
 
 def _has_children(pid: int) -> bool:
@@ -312,26 +302,26 @@ def test_worker_crash_costs_one_item(http):
     assert others == _expected([i for k, i in enumerate(items) if k != 6])
     assert busy not in _wait_workers(http, 2)["worker_pids"]
     text = http.get("/metrics").text
-    assert _metric(text, "evr1_reward_item_failures_total", problem_type="code", reason="worker_crash") == 1
+    assert metric_sum(text, "evr1_reward_item_failures_total", problem_type="code", reason="worker_crash") == 1
 
 
 def test_metrics_after_requests(http):
-    before = _metric(http.get("/metrics").text, "evr1_reward_items_total", problem_type="boolean")
+    before = metric_sum(http.get("/metrics").text, "evr1_reward_items_total", problem_type="boolean")
     items = [{"problem_type": "yes/no", "response": "<answer>yes</answer>", "ground_truth": "yes"}] * 5
     items.append({"problem_type": "telepathy", "response": "x", "ground_truth": "y"})
     http.post("/v1/score", json={"items": items})
     resp = http.get("/metrics")
     assert resp.status_code == 200 and resp.headers["content-type"].startswith("text/plain")
     text = resp.text
-    assert _metric(text, "evr1_reward_items_total", problem_type="boolean") == before + 5
-    assert _metric(text, "evr1_reward_item_failures_total", problem_type="unknown", reason="invalid") >= 1
-    assert _metric(text, "evr1_reward_item_seconds_count", problem_type="boolean") >= 5
-    assert _metric(text, "evr1_reward_requests_total", route="/v1/score", status="200") >= 1
-    assert _metric(text, "evr1_reward_request_seconds_count", route="/v1/score") >= 1
+    assert metric_sum(text, "evr1_reward_items_total", problem_type="boolean") == before + 5
+    assert metric_sum(text, "evr1_reward_item_failures_total", problem_type="unknown", reason="invalid") >= 1
+    assert metric_sum(text, "evr1_reward_item_seconds_count", problem_type="boolean") >= 5
+    assert metric_sum(text, "evr1_reward_requests_total", route="/v1/score", status="200") >= 1
+    assert metric_sum(text, "evr1_reward_request_seconds_count", route="/v1/score") >= 1
     assert "telepathy" not in text  # user strings never become label values
-    assert _metric(text, "evr1_reward_inflight_items") == 0
-    assert _metric(text, "evr1_reward_inflight_requests") == 0
-    assert _metric(text, "evr1_reward_workers") == 2
+    assert metric_sum(text, "evr1_reward_inflight_items") == 0
+    assert metric_sum(text, "evr1_reward_inflight_requests") == 0
+    assert metric_sum(text, "evr1_reward_workers") == 2
 
 
 def test_openapi_publishes_models(http):
