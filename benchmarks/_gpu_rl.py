@@ -108,8 +108,7 @@ def fill_frame_cache(cfg: Any, *, frames: int, height: int, width: int, seed: in
     from easyvideor1.cache import FrameLoader, open_store
     from easyvideor1.cache.blob import encode_blob
     from easyvideor1.data import load_samples
-    from easyvideor1.models.families import detect_family
-    from easyvideor1.train.media import frame_params
+    from easyvideor1.models.families import detect_family, frame_params
     from easyvideor1.video.decode import DECODER_NAME
     from easyvideor1.video.metadata import VideoMetadata
 

@@ -41,13 +41,12 @@ from easyvideor1.cache.stores.base import FrameStore, check_key
 from easyvideor1.config.schema import RunConfig
 from easyvideor1.errors import CacheError, ConfigError, MediaError, StoreError
 from easyvideor1.logging import event, get_logger
-from easyvideor1.models.families import FAMILIES, ModelFamily, get_family
+from easyvideor1.models.families import FAMILIES, ModelFamily, frame_params, get_family
 from easyvideor1.models.inputs import ImageInput, VideoInput
 from easyvideor1.rollout.tools.base import ToolVideo
 from easyvideor1.rollout.tools.errors import ToolRequestError, ToolSourceError
 from easyvideor1.rollout.tools.remote import CROP_ROUTE, STORE_HEADER, WINDOW_ROUTE, encode_tool_media
 from easyvideor1.rollout.tools.window import fetch_crop, fetch_window
-from easyvideor1.train.media import frame_params
 from easyvideor1.video.decode import probe_video
 from services.frame_cache.blobs import find_source
 from services.frame_cache.metrics import FrameCacheMetrics

@@ -29,11 +29,13 @@ from easyvideor1.data import load_samples  # noqa: E402
 from easyvideor1.data.prepared import PREPARED_FIELD, load_prepared  # noqa: E402
 from easyvideor1.data.synth import generate_synthetic  # noqa: E402
 from easyvideor1.errors import CacheMismatchError, ConfigError, DataError  # noqa: E402
-from easyvideor1.models.families import get_family  # noqa: E402
+from easyvideor1.models.families import (
+    frame_params,  # noqa: E402
+    get_family,  # noqa: E402
+)
 from easyvideor1.models.inputs import ImageInput, PromptBuilder, VideoInput  # noqa: E402
 from easyvideor1.prompts.renderer import PromptRenderer  # noqa: E402
 from easyvideor1.rollout.stage import sample_fields  # noqa: E402
-from easyvideor1.train.media import frame_params  # noqa: E402
 from easyvideor1.train.prepare import prepare  # noqa: E402
 from easyvideor1.video import decode_video, load_image  # noqa: E402
 

@@ -31,8 +31,10 @@ from easyvideor1.data.synth import generate_synthetic  # noqa: E402
 from easyvideor1.errors import DataError  # noqa: E402
 from easyvideor1.eval.benchmarks.jsonl import JSONLBenchmark  # noqa: E402
 from easyvideor1.eval.types import AnnotationError  # noqa: E402
-from easyvideor1.models.families import get_family  # noqa: E402
-from easyvideor1.train.media import frame_params  # noqa: E402
+from easyvideor1.models.families import (
+    frame_params,  # noqa: E402
+    get_family,  # noqa: E402
+)
 from easyvideor1.video import decode_video, load_image  # noqa: E402
 
 FAMILY = "qwen2_5_vl"

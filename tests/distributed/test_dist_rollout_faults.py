@@ -25,11 +25,11 @@ from servers import redis_server, stop_process
 from easyvideor1.cache.builder import build_cache
 from easyvideor1.config.schema import MixPolicyConfig
 from easyvideor1.data import load_samples
+from easyvideor1.models.families import frame_params
 from easyvideor1.models.inputs import PromptBuilder
 from easyvideor1.queue import key_prefix
 from easyvideor1.rollout.base import SamplingConfig
 from easyvideor1.rollout.remote_stage import QueueOutageError, RemoteRolloutTimeout
-from easyvideor1.train.media import frame_params
 from easyvideor1.train.parts import remote_rollout_parts
 from services.frame_cache.launch import FrameCacheServer
 from services.reward.launch import RewardServer

@@ -21,6 +21,7 @@ from servers import serve_in_thread
 from easyvideor1.cache import FrameLoader, open_store
 from easyvideor1.config.schema import MixPolicyConfig, RewardConfig, RunConfig, ToolsConfig
 from easyvideor1.data import Sample
+from easyvideor1.models.families import frame_params
 from easyvideor1.models.inputs import PromptBuilder
 from easyvideor1.models.trajectory import Trajectory
 from easyvideor1.prompts.renderer import PromptRenderer
@@ -44,7 +45,6 @@ from easyvideor1.rollout.wire import (
     task_payload,
     trajectories_from_wire,
 )
-from easyvideor1.train.media import frame_params
 from services.frame_cache.app import create_app
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "video"))

@@ -17,12 +17,11 @@ from servers import frame_store_for, metric_sum, serve_in_thread
 
 from easyvideor1.cache import FrameLoader, open_store
 from easyvideor1.config.schema import RunConfig
-from easyvideor1.models.families import get_family
+from easyvideor1.models.families import frame_params, get_family
 from easyvideor1.rollout.tools.base import ToolVideo
 from easyvideor1.rollout.tools.errors import ToolSourceError
 from easyvideor1.rollout.tools.remote import HttpToolFrameSource
 from easyvideor1.rollout.tools.window import ToolArgumentError, fetch_crop, fetch_window, window_params
-from easyvideor1.train.media import frame_params
 from services.frame_cache.app import create_app
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "video"))

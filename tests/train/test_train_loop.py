@@ -171,11 +171,11 @@ def test_difficulty_filter_accounts_for_every_question(tmp_path, demo_data, tiny
 
     from easyvideor1.cache import FrameLoader
     from easyvideor1.data import load_samples
+    from easyvideor1.models.families import frame_params
     from easyvideor1.prompts.renderer import PromptRenderer
     from easyvideor1.rewards.client import open_reward_client
     from easyvideor1.rollout.stage import EngineRolloutStage
     from easyvideor1.train.difficulty import filter_by_pass_rate
-    from easyvideor1.train.media import frame_params
 
     cfg = _config(tmp_path, demo_data, tiny_model_dir)
     video, image = frame_params(cfg, engine.family)

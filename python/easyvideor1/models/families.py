@@ -13,9 +13,13 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from easyvideor1.errors import ConfigError
+from easyvideor1.video.metadata import ImageParams, VideoParams
+
+if TYPE_CHECKING:
+    from easyvideor1.config.schema import RunConfig
 
 VISION_START = "<|vision_start|>"
 VISION_END = "<|vision_end|>"
@@ -98,6 +102,17 @@ def get_family(family: str | ModelFamily) -> ModelFamily:
     if key not in FAMILIES:
         raise ConfigError(f"unknown model family {family!r}; known: {sorted(FAMILIES)}")
     return FAMILIES[key]
+
+
+def frame_params(cfg: RunConfig, family: ModelFamily) -> tuple[VideoParams, ImageParams]:
+    """The run's decoupled video/image budgets (``data.*``), sized to ``family``'s resize factor:
+    the one formula behind every frame-cache key (trainer, rollout tools, frame-cache service)."""
+    d = cfg.data
+    video = VideoParams(fps=d.video_fps, min_frames=d.video_min_frames, max_frames=d.video_max_frames,
+                        min_pixels=d.video_min_pixels, max_pixels=d.video_max_pixels, factor=family.factor,
+                        temporal_patch_size=family.temporal_patch_size)
+    image = ImageParams(min_pixels=d.image_min_pixels, max_pixels=d.image_max_pixels, factor=family.factor)
+    return video, image
 
 
 def family_from_config(config: dict[str, Any], *, source: str = "config") -> ModelFamily:

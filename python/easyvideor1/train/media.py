@@ -14,23 +14,12 @@ from easyvideor1.cache.refs import MediaRef
 from easyvideor1.config.schema import RunConfig
 from easyvideor1.data.prepared import is_prepared_manifest
 from easyvideor1.logging import event, get_logger
-from easyvideor1.models.families import ModelFamily
+from easyvideor1.models.families import ModelFamily, frame_params
 from easyvideor1.models.inputs import ImageInput, PromptBuilder, PromptInputs, VideoInput
 from easyvideor1.models.response_rows import trajectory_pixels_pending
 from easyvideor1.models.trajectory import Trajectory
-from easyvideor1.video.metadata import ImageParams, VideoParams
 
 log = get_logger(__name__)
-
-
-def frame_params(cfg: RunConfig, family: ModelFamily) -> tuple[VideoParams, ImageParams]:
-    """The decoupled video/image budgets, sized to the family's resize factor."""
-    d = cfg.data
-    video = VideoParams(fps=d.video_fps, min_frames=d.video_min_frames, max_frames=d.video_max_frames,
-                        min_pixels=d.video_min_pixels, max_pixels=d.video_max_pixels, factor=family.factor,
-                        temporal_patch_size=family.temporal_patch_size)
-    image = ImageParams(min_pixels=d.image_min_pixels, max_pixels=d.image_max_pixels, factor=family.factor)
-    return video, image
 
 
 def build_frame_loader(cfg: RunConfig, family: ModelFamily) -> FrameLoader:

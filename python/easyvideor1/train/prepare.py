@@ -376,8 +376,8 @@ def count_prompt_tokens(builder: Any, prompt: str, videos: Sequence[PreparedMedi
 
 
 def _targets(cfg: RunConfig, model_dirs: Sequence[str | os.PathLike]) -> list[_Target]:
+    from easyvideor1.models.families import frame_params
     from easyvideor1.models.inputs import PromptBuilder
-    from easyvideor1.train.media import frame_params
 
     if not model_dirs:
         raise ConfigError("evr1 data prepare needs at least one --model DIR (its family sets the frame sizes "

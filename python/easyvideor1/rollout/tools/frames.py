@@ -20,11 +20,10 @@ import os
 from easyvideor1.cache.loader import FrameLoader
 from easyvideor1.cache.stores.base import open_store
 from easyvideor1.config.schema import RunConfig
-from easyvideor1.models.families import ModelFamily, detect_family, get_family
+from easyvideor1.models.families import ModelFamily, detect_family, frame_params, get_family
 from easyvideor1.models.inputs import ImageInput, VideoInput
 from easyvideor1.rollout.tools.base import ToolFrameSource, ToolVideo
 from easyvideor1.rollout.tools.window import fetch_crop, fetch_window
-from easyvideor1.video.metadata import ImageParams, VideoParams
 
 HTTP_TOKEN_ENV = "EVR1_FRAME_CACHE_TOKEN"  # the frame-cache service's read token (cache/stores/http.py)
 
@@ -55,17 +54,6 @@ class LocalToolFrameSource(ToolFrameSource):
         return fetch_crop(self.loader, video, t_s, box, max_pixels=max_pixels, family=self.family)
 
 
-def tool_frame_params(cfg: RunConfig, family: ModelFamily) -> tuple[VideoParams, ImageParams]:
-    """The run's frame budgets for ``family``: train/media.frame_params, restated because rollout/
-    may not import train/ (one formula: keep them equal)."""
-    d = cfg.data
-    video = VideoParams(fps=d.video_fps, min_frames=d.video_min_frames, max_frames=d.video_max_frames,
-                        min_pixels=d.video_min_pixels, max_pixels=d.video_max_pixels, factor=family.factor,
-                        temporal_patch_size=family.temporal_patch_size)
-    image = ImageParams(min_pixels=d.image_min_pixels, max_pixels=d.image_max_pixels, factor=family.factor)
-    return video, image
-
-
 def make_tool_frame_source(cfg: RunConfig, family: str | ModelFamily | None = None, *,
                            loader: FrameLoader | None = None) -> ToolFrameSource:
     """The run's tool frame source: the frame-cache service's tool endpoint in distributed mode
@@ -82,7 +70,7 @@ def make_tool_frame_source(cfg: RunConfig, family: str | ModelFamily | None = No
         token = os.environ.get(cfg.serve.frame_cache.token_env or HTTP_TOKEN_ENV) or None
         return HttpToolFrameSource(url, timeout_s=cfg.worker.rollout.tools.timeout_s, token=token, family=fam.name)
     if loader is None:
-        video, image = tool_frame_params(cfg, fam)
+        video, image = frame_params(cfg, fam)
         store = cfg.data.frame_cache.store
         loader = FrameLoader(open_store(store) if store else None, video, image)
     return LocalToolFrameSource(loader, fam)
