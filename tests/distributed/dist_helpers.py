@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from easyvideor1.config import RunConfig, load_config
@@ -47,8 +48,10 @@ def make_config(data_dir: Path, model_dir: Path, output_dir: Path, **extra: obje
 
 def start_worker(model_dir: Path, queue_url: str, namespace: str, workdir: Path, name: str, *,
                  reward_url: str = "inprocess", frame_store: str | None = None, weights_store: str | None = None,
-                 visibility_timeout: float = 10.0, batch_size: int = 4) -> tuple[subprocess.Popen, Path]:
-    """A rollout worker process (vLLM engine); returns it and its status file."""
+                 visibility_timeout: float = 10.0, batch_size: int = 4,
+                 overrides: Sequence[str] = ()) -> tuple[subprocess.Popen, Path]:
+    """A rollout worker process (vLLM engine); returns it and its status file. ``overrides``:
+    run-config KEY=VALUE after the defaults here."""
     status = workdir / f"{name}.status.json"
     argv = [sys.executable, "-m", "easyvideor1.rollout.worker", "--model-path", str(model_dir), "--queue-url",
             queue_url, "--namespace", namespace, "--visibility-timeout-s", str(visibility_timeout),
@@ -60,6 +63,7 @@ def start_worker(model_dir: Path, queue_url: str, namespace: str, workdir: Path,
         argv.append(f"worker.reward.url={reward_url}")
     if frame_store:
         argv.append(f"data.frame_cache.store={frame_store}")
+    argv += list(overrides)  # KEY=VALUE before any further flag: argparse takes one run of them
     if weights_store:
         argv += ["--weights-store", weights_store]
     log = open(workdir / f"{name}.log", "ab")

@@ -59,6 +59,14 @@ _END_MARGIN_S = 1e-3
 _FRAME_EPSILON = 1e-6
 
 
+def tool_template_kwargs(family: str | ModelFamily, cfg: ToolsConfig) -> dict[str, Any]:
+    """Keyword arguments of ``apply_chat_template`` that declare the tools: ``tools`` and the
+    call syntax (``tool_call_format``, read by the tiny models' template; real templates ignore it
+    and write their own). A pure function of the settings: the trainer's remote stage lays out a
+    prompt exactly as the rollout worker's kit does without a frame source of its own."""
+    return {"tools": tool_schemas(cfg), "tool_call_format": call_syntax(get_family(family))}
+
+
 class VideoToolKit(ToolKit):
     """The video tools of ``family`` over ``source``, held to ``cfg``'s budgets."""
 
@@ -72,10 +80,7 @@ class VideoToolKit(ToolKit):
         return tool_schemas(self.cfg)
 
     def chat_template_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of ``apply_chat_template`` that declare the tools: ``tools`` and the
-        call syntax (``tool_call_format``, read by the tiny models' template; real templates
-        ignore it and write their own)."""
-        return {"tools": self.schemas(), "tool_call_format": self.syntax}
+        return tool_template_kwargs(self.family, self.cfg)
 
     @property
     def stop_strings(self) -> tuple[str, ...]:
