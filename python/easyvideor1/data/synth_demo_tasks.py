@@ -11,8 +11,12 @@ and for ``demo_when`` the mean tIoU of the best answer that ignores the video
 videos at 2 fps and a Qwen-VL temporal patch holds two sampled frames, so the policy sees
 the video in whole seconds. Windows of 1-2 such seconds can be read exactly from the frames
 and are answered in whole seconds (``[1, 3]``: six tokens, where ``[0.375, 1.625]`` took ten).
+One-second windows alone would lower chance to 0.25, but there the policy fell back to a
+video-blind answer (seed 0: tIoU 0.25 after 80 steps, against 0.51 with both lengths).
 The earlier windows, cut at source frames the sampler skipped and 5-14 of 16 frames long,
 let a constant answer reach tIoU 0.66, so a run that learnt nothing from the video looked learnt.
+Each second of a ``demo_when`` video also shows the scene's clock (:data:`WHEN_CLOCK`, a
+backdrop colour per second), so a frame's time can be read from its pixels.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from easyvideor1.data.synth_common import (
     straight_motion,
     to_json,
 )
-from easyvideor1.data.synth_render import Sprite, render_frames
+from easyvideor1.data.synth_render import BACKGROUND, Sprite, render_frames
 
 DEMO_COLOURS = ("red", "green", "blue")
 # The demo's videos (train/demo.py samples them at DEMO_SAMPLE_FPS): 16 frames of 4 s.
@@ -93,12 +97,36 @@ def demo_when_chance(cfg: SynthConfig | None = None) -> float:
     return best
 
 
+# The scene's clock: the backdrop of a ``demo_when`` video takes one of these colours per
+# second, the same sequence in every video. A frame's time then sits in its own pixels, next
+# to the square; without it, time reached the two-layer decoder only through M-RoPE positions,
+# and 80 steps did not teach it to tell them apart (tIoU 0.33-0.36 against chance 0.38).
+# Distinct hues, not brightness steps (a vision token's LayerNorm flattens a uniform patch's
+# brightness), dim and far from the square's green. The clock alone says nothing about when
+# the square is there, so the video-blind chance is unchanged.
+WHEN_CLOCK: tuple[tuple[int, int, int], ...] = ((120, 24, 24), (24, 32, 130), (120, 24, 120), (130, 90, 16))
+
+
+def clock_backdrop(frames: np.ndarray, cfg: SynthConfig) -> np.ndarray:
+    """``frames`` with every background pixel of second ``k`` painted ``WHEN_CLOCK[k]``."""
+    per_step = round(cfg.fps * WHEN_STEP_S)
+    steps = cfg.n_frames // per_step
+    if steps > len(WHEN_CLOCK):
+        raise ValueError(f"demo_when's clock has {len(WHEN_CLOCK)} colours, the video needs {steps} "
+                         f"({cfg.seconds} s in {WHEN_STEP_S} s steps)")
+    out = frames.copy()
+    for i in range(cfg.n_frames):
+        backdrop = np.all(out[i] == BACKGROUND, axis=-1)
+        out[i][backdrop] = WHEN_CLOCK[i // per_step]
+    return out
+
+
 def demo_when(rng: np.random.Generator, cfg: SynthConfig) -> TaskInstance:
     windows = when_windows(cfg)
     first, last = windows[int(rng.integers(0, len(windows)))]
     square = _big_square(rng, cfg, "green")
     sprite = Sprite(square.kind, square.colour, only_during(square.boxes, first, last))
-    frames = render_frames(cfg.size, cfg.size, cfg.n_frames, [sprite])
+    frames = clock_backdrop(render_frames(cfg.size, cfg.size, cfg.n_frames, [sprite]), cfg)
     # Whole seconds as integers: fewer tokens for the tiny policy to get right.
     interval = [int(t) if float(t).is_integer() else t for t in interval_answer(first, last, cfg.fps)]
     return TaskInstance("temporal grounding",
