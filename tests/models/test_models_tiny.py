@@ -90,3 +90,25 @@ def test_loads_offline_and_trains(tiny_dirs, processors, name):
     visual_grads = [p.grad for n, p in model.named_parameters() if ".visual." in f".{n}" and p.grad is not None]
     assert visual_grads and all(torch.isfinite(g).all() for g in visual_grads)
     assert any(g.abs().sum() > 0 for g in visual_grads)
+
+
+def test_extra_tokens_append_to_the_default_vocabulary_and_make_the_demo_call_short(tmp_path):
+    from easyvideor1.data.synth_tool_tasks import tool_trajectory_text
+    from easyvideor1.models.tiny_tokenizer import DEFAULT_VOCAB_SIZE, TOOL_CALL_TOKENS, build_tiny_tokenizer
+
+    plain, tools = build_tiny_tokenizer(), build_tiny_tokenizer(extra_tokens=TOOL_CALL_TOKENS)
+    assert len(plain) == DEFAULT_VOCAB_SIZE and len(tools) == DEFAULT_VOCAB_SIZE + len(TOOL_CALL_TOKENS)
+    # Every default id keeps its token; the extras take the ids after them.
+    kept = {t: i for t, i in tools.get_vocab().items() if i < DEFAULT_VOCAB_SIZE}
+    assert kept == plain.get_vocab()
+    assert [tools.convert_tokens_to_ids(t) for t in TOOL_CALL_TOKENS] == list(
+        range(DEFAULT_VOCAB_SIZE, DEFAULT_VOCAB_SIZE + len(TOOL_CALL_TOKENS)))
+    text = tool_trajectory_text("red")
+    ids = tools.encode(text)
+    assert len(ids) < 20 < len(plain.encode(text)) - 40  # 17 tokens instead of ~80
+    assert tools.decode(ids, skip_special_tokens=True) == text  # not special: kept when decoding
+    with pytest.raises(RuntimeError, match="extra"):
+        build_tiny_tokenizer(extra_tokens=("<answer>",))  # already a token: the vocabulary would not grow
+    model_dir = build_tiny_model("qwen2_5_vl", tmp_path / "tools", extra_tokens=TOOL_CALL_TOKENS)
+    config = json.loads((model_dir / "config.json").read_text())
+    assert config.get("text_config", config)["vocab_size"] == len(tools)

@@ -33,6 +33,7 @@ from easyvideor1.rollout.remote_stage import RemoteRolloutStage
 from easyvideor1.rollout.stage import Group
 from easyvideor1.rollout.tools.base import ToolVideo
 from easyvideor1.rollout.tools.frames import LocalToolFrameSource
+from easyvideor1.rollout.tools.kit import tool_template_kwargs
 from easyvideor1.rollout.tools.remote import HttpToolFrameSource
 from easyvideor1.rollout.tools.window import crop_ref, fetch_crop, fetch_window, refetch, window_ref
 from easyvideor1.rollout.wire import (
@@ -236,7 +237,11 @@ def test_the_remote_stage_refetches_a_rounds_trajectories(setup, make_source):
         task = parse_task(message.task_id, message.payload)
         seen["tools"] = task.tools
         metadata = loader.load_video(task.sample.videos[0])[1]
-        group = Group(sample=task.sample, uid=task.uid, prompt=builder.expand(task.prompt_text, [metadata]),
+        # Laid out as a worker's kit does: the tools declared in the chat template.
+        declared = tool_template_kwargs(builder.family, task.tools)
+        prompt = builder.expand(task.prompt_text, [metadata], tools=declared.pop("tools"),
+                                template_kwargs=declared or None)
+        group = Group(sample=task.sample, uid=task.uid, prompt=prompt,
                       responses=[traj.token_ids, [5, 6]], texts=["a", "b"], is_offline=[False, False],
                       finish_reasons=["stop", "length"], rewards=[RewardResult(1.0, 1.0, 1.0)] * 2,
                       trajectories=[traj, None])

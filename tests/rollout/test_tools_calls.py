@@ -8,7 +8,7 @@ import json
 import pytest
 
 from easyvideor1.config.schema import ToolsConfig
-from easyvideor1.models.tiny_tokenizer import CHAT_TEMPLATE, build_tiny_tokenizer
+from easyvideor1.models.tiny_tokenizer import build_tiny_tokenizer
 from easyvideor1.rollout.tools import (
     STOP_STRINGS,
     BadCall,
@@ -20,32 +20,20 @@ from easyvideor1.rollout.tools import (
     tool_schemas,
 )
 
-# The tiny chat template as it was before tools (its output without tools must not change).
-LEGACY_TEMPLATE = (
-    "{%- for message in messages -%}"
-    "{%- if loop.first and message['role'] != 'system' -%}"
-    "{{- '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' -}}"
-    "{%- endif -%}"
-    "{{- '<|im_start|>' + message['role'] + '\\n' -}}"
-    "{%- if message['content'] is string -%}"
-    "{{- message['content'] -}}"
-    "{%- else -%}"
-    "{%- for item in message['content'] -%}"
-    "{%- if item['type'] == 'image' or 'image' in item or 'image_url' in item -%}"
-    "{{- '<|vision_start|><|image_pad|><|vision_end|>' -}}"
-    "{%- elif item['type'] == 'video' or 'video' in item -%}"
-    "{{- '<|vision_start|><|video_pad|><|vision_end|>' -}}"
-    "{%- elif 'text' in item -%}"
-    "{{- item['text'] -}}"
-    "{%- endif -%}"
-    "{%- endfor -%}"
-    "{%- endif -%}"
-    "{{- '<|im_end|>\\n' -}}"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}"
-    "{{- '<|im_start|>assistant\\n' -}}"
-    "{%- endif -%}"
-)
+# What the tiny chat template rendered before tools (its output without tools must not change):
+# each conversation and its text, without the generation prompt.
+SYSTEM = "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+RENDERED_BEFORE_TOOLS = [
+    ([{"role": "user", "content": "hi"}], SYSTEM + "<|im_start|>user\nhi<|im_end|>\n"),
+    ([{"role": "system", "content": "Be brief."},
+      {"role": "user", "content": [{"type": "video"}, {"type": "text", "text": "What moves?"}]}],
+     "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n"
+     "<|vision_start|><|video_pad|><|vision_end|>What moves?<|im_end|>\n"),
+    ([{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Color?"}, {"type": "video"}]},
+      {"role": "assistant", "content": "<answer>red</answer>"}],
+     SYSTEM + "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>Color?"
+     "<|vision_start|><|video_pad|><|vision_end|><|im_end|>\n<|im_start|>assistant\n<answer>red</answer><|im_end|>\n"),
+]
 
 
 def json_call(name: str, arguments: dict, closed: bool = True) -> str:
@@ -167,21 +155,10 @@ def test_schemas_declare_both_tools_with_the_configured_limits():
 
 
 def test_the_template_without_tools_renders_as_before(tokenizer):
-    legacy = LEGACY_TEMPLATE
-    assert legacy != CHAT_TEMPLATE
-    conversations = [
-        [{"role": "user", "content": "hi"}],
-        [{"role": "system", "content": "Be brief."},
-         {"role": "user", "content": [{"type": "video"}, {"type": "text", "text": "What moves?"}]}],
-        [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Color?"}, {"type": "video"}]},
-         {"role": "assistant", "content": "<answer>red</answer>"}],
-    ]
-    for messages in conversations:
-        for generation in (True, False):
-            new = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation)
-            old = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation,
-                                                chat_template=legacy)
-            assert new == old
+    for messages, before in RENDERED_BEFORE_TOOLS:
+        assert tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=False) == before
+        assert (tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+                == before + "<|im_start|>assistant\n")
 
 
 @pytest.mark.parametrize("syntax", ["json", "xml"])

@@ -8,27 +8,18 @@ step); the progress line and the log file replace them.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 
 import pytest
-
-MAKE_ENV = {
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "VLLM_CPU_KVCACHE_SPACE": "1",
-    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
-    "RAY_USAGE_STATS_ENABLED": "0",
-    "TOKENIZERS_PARALLELISM": "false",
-}
+from demo_env import demo_env
 
 
 @pytest.mark.slow
 def test_demo_console_is_short_and_ends_with_the_table(tmp_path):
     out = tmp_path / "demo_out"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVR1_", "VLLM_LOGGING"))} | MAKE_ENV
+    env = demo_env()
     command = [
         sys.executable,
         "-m",

@@ -18,12 +18,26 @@ def _demo(args) -> int:
     if args.seeds < 1:
         raise ConfigError(f"demo: --seeds must be >= 1, got {args.seeds}")
     attach_log_file(Path(args.out).resolve() / "evr1.log")  # every line of the run, third-party ones too
+    if args.tools:
+        return _tools_demo(args)
     given = {field: getattr(args, flag) for flag, field in _FIELDS.items() if getattr(args, flag) is not None}
     settings = DemoSettings(out_dir=Path(args.out).resolve(), distributed=args.distributed, **given)
     if args.seeds > 1:
         run_demo_seeds(settings, args.seeds)
     else:
         run_demo(settings)
+    return 0
+
+
+def _tools_demo(args) -> int:
+    from easyvideor1.errors import ConfigError
+    from easyvideor1.train.demo_tools import ToolDemoSettings, run_tool_demo
+
+    if args.seeds > 1 or args.distributed:
+        raise ConfigError("demo --tools runs one seed, embedded: leave out --seeds and --distributed")
+    # The same flags (train/demo_tools.py): one task, so "per type" is the task's.
+    given = {field: getattr(args, flag) for flag, field in _FIELDS.items() if getattr(args, flag) is not None}
+    run_tool_demo(ToolDemoSettings(out_dir=Path(args.out).resolve(), **given))
     return 0
 
 
@@ -41,4 +55,8 @@ def register(subparsers) -> None:
                              "spread per task type")
     parser.add_argument("--distributed", action="store_true",
                         help="roll out on the local cluster started by `evr1 up` (make demo-distributed)")
+    parser.add_argument("--tools", action="store_true",
+                        help="the video-tools demo: a brief flash between the sampled frames, trained without and "
+                             "with get_frames; prints both runs' held-out accuracy and tool calls per trajectory "
+                             "(--n-per-type/--n-val-per-type: train/held-out questions, 24/18; --steps: 30; --n: 2)")
     parser.set_defaults(func=_demo)

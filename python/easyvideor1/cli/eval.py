@@ -87,6 +87,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     judge.add_argument(
         "--judge-api-key-env", default="EVR1_JUDGE_API_KEY", help="env var holding the API key"
     )
+    tools = ev.add_argument_group("video tools (multi-turn mode beside the single-turn run; docs/tools.md)")
+    tools.add_argument("--tools", action="store_true",
+                       help="after the single-turn run, answer every item again with get_frames/zoom declared "
+                       "(multi-turn) and report accuracy, turns and frames used beside the single-turn result")
+    tools.add_argument("--tool-max-turns", type=int, help="most tool calls per answer (worker.rollout.tools.max_turns)")
+    tools.add_argument("--tool-frames-per-call", type=int, help="most frames one get_frames call returns")
+    tools.add_argument("--tool-frames-per-trajectory", type=int, help="most frames all calls of one answer fetch")
+    tools.add_argument("--tool-max-fps", type=float, help="highest rate get_frames samples at")
     ev.add_argument("--no-progress", action="store_true")
     ev.set_defaults(func=_run)
     sub = ev.add_subparsers(dest="eval_command", metavar="SUBCOMMAND")
@@ -163,7 +171,7 @@ def _run(args: argparse.Namespace) -> int:
         engine_kwargs=_engine_args(args.engine_arg, args.max_model_len),
         progress=not args.no_progress,
     )
-    result = run_eval(config)
+    result = _run_tools(args, config) if args.tools else run_eval(config)
     for name, summary in result["summaries"].items():
         metrics = ", ".join(
             f"{m}={100 * v['value']:.2f} ({v['kind']})" for m, v in summary["metrics"].items()
@@ -180,7 +188,34 @@ def _run(args: argparse.Namespace) -> int:
         f"report: {result['paths']['markdown']}  plot: {result['paths']['plot']}  "
         f"json: {result['paths']['json']}" + (f"  log: {log_file()}" if log_file() else "")
     )
+    if "tools" in result:
+        from easyvideor1.eval.tools import format_comparison
+
+        print("single-turn vs multi-turn (values in %, turns/calls/frames per item):")
+        print(format_comparison(result["tools"]["rows"]))
+        print(f"multi-turn: {result['tools']['paths']['comparison_markdown']}  "
+              f"records: {result['tools']['paths']['results']}")
     return EXIT_PARTIAL if result.get("load_failures") else 0
+
+
+# --tool-* flag -> ToolsConfig field (a flag left out keeps the field's default).
+_TOOL_FIELDS = {"tool_max_turns": "max_turns", "tool_frames_per_call": "frames_per_call",
+                "tool_frames_per_trajectory": "frames_per_trajectory", "tool_max_fps": "max_fps"}
+
+
+def _run_tools(args: argparse.Namespace, config) -> dict:
+    from pydantic import ValidationError
+
+    from easyvideor1.config.schema import ToolsConfig
+    from easyvideor1.eval.tools import run_tool_eval
+
+    given = {field: getattr(args, flag) for flag, field in _TOOL_FIELDS.items() if getattr(args, flag) is not None}
+    try:
+        tools = ToolsConfig(enabled=True, **given)
+    except ValidationError as exc:
+        problems = "; ".join(f"--tool-{str(e['loc'][0]).replace('_', '-')}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"evr1 eval --tools: {problems}") from None
+    return run_tool_eval(config, tools)
 
 
 def _compare(args: argparse.Namespace) -> int:

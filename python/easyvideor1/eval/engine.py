@@ -104,6 +104,15 @@ class AsyncEvalEngine:
     def family(self):
         return self._engine.family
 
+    @property
+    def rollout_engine(self) -> Any:
+        """The streaming rollout engine this wraps (``AsyncVLLMEngine``): multi-turn drivers
+        (eval/tools.py) generate through it turn by turn instead of one request per item."""
+        inner = getattr(self, "_engine", None)
+        if inner is None:
+            raise RuntimeError(f"eval engine for {self.model_dir} is closed")
+        return inner
+
     def check_sampling(self, sampling: SamplingConfig) -> None:
         """Refuse, before any request, sampling this engine would die on (see
         :func:`kwargs_for_sampling`)."""

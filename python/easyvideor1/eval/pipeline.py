@@ -80,6 +80,27 @@ class StageOptions:
     progress: bool = True
 
 
+def load_item_media(loader: Any, item: EvalItem, keys: Any) -> tuple[list[VideoInput], list[ImageInput],
+                                                                    list[VideoMetadata]]:
+    """An item's videos and images through ``loader``: by prepared ``keys`` (``family_keys``; the raw
+    path only as the fallback), else from the raw paths. Returns the inputs and the videos' metadata."""
+    videos, images, metas = [], [], []
+    for i, path in enumerate(item.videos):
+        if keys is not None:
+            frames, meta = loader.load_video_key(keys[0][i], sample_id=item.id, path=path)
+        else:
+            frames, meta = loader.load_video(path, clip=item.clip)
+        videos.append(VideoInput(frames, meta))
+        metas.append(meta)
+    for i, path in enumerate(item.images):
+        if keys is not None:
+            array, image_meta = loader.load_image_key(keys[1][i], sample_id=item.id, path=path)
+        else:
+            array, image_meta = loader.load_image(path)
+        images.append(ImageInput(array, image_meta))
+    return videos, images, metas
+
+
 class Pipeline:
     """Runs pending items of several benchmarks through one engine; records go to ``results``."""
 
@@ -99,19 +120,8 @@ class Pipeline:
         try:
             keys = family_keys(item.meta.get(PREPARED_FIELD), self.engine.family.name, n_videos=len(item.videos),
                                n_images=len(item.images), where=item.source or item.id)
-            for i, path in enumerate(item.videos):
-                if keys is not None:  # prepared: by key, the raw path only as the fallback
-                    frames, meta = plan.loader.load_video_key(keys[0][i], sample_id=item.id, path=path)
-                else:
-                    frames, meta = plan.loader.load_video(path, clip=item.clip)
-                videos.append(VideoInput(frames, meta))
-                prepared.metas.append(meta)
-            for i, path in enumerate(item.images):
-                if keys is not None:
-                    array, meta = plan.loader.load_image_key(keys[1][i], sample_id=item.id, path=path)
-                else:
-                    array, meta = plan.loader.load_image(path)
-                images.append(ImageInput(array, meta))
+            videos, images, metas = load_item_media(plan.loader, item, keys)
+            prepared.metas.extend(metas)
         except Exception as exc:  # any unreadable medium costs this item only
             prepared.failure = {"kind": "media", "message": f"{type(exc).__name__}: {exc}"}
             return prepared

@@ -160,10 +160,13 @@ def tiny_processor(family: str | ModelFamily, tokenizer: Any):
                            video_processor=video_processor, chat_template=tokenizer.chat_template)
 
 
-def build_tiny_model(family: str | ModelFamily, out_dir: str | Path, seed: int = 0) -> Path:
+def build_tiny_model(family: str | ModelFamily, out_dir: str | Path, seed: int = 0,
+                     extra_tokens: tuple[str, ...] = ()) -> Path:
     """Write a tiny random model of ``family`` (weights, config, tokenizer, processors).
 
-    The same ``seed`` gives bit-identical weights. Returns ``out_dir``.
+    The same ``seed`` gives bit-identical weights. ``extra_tokens`` go to the tokenizer
+    (:func:`build_tiny_tokenizer`) and widen the vocabulary; without them the model is
+    byte-identical to what it always was. Returns ``out_dir``.
     """
     import torch
     import transformers
@@ -171,7 +174,7 @@ def build_tiny_model(family: str | ModelFamily, out_dir: str | Path, seed: int =
     fam = get_family(family)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tiny_tokenizer()
+    tokenizer = build_tiny_tokenizer(extra_tokens=tuple(extra_tokens))
     config = tiny_config(fam, tokenizer)
     model_class = getattr(transformers, fam.hf_architecture)
     # Seed a private generator-free state: torch's CPU init is deterministic under a seed.

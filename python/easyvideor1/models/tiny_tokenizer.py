@@ -51,6 +51,11 @@ SPECIAL_TOKENS = (
 # with skip_special_tokens, which reward extraction relies on.
 TAG_TOKENS = ("<think>", "</think>", "<answer>", "</answer>")
 
+# The pieces of a JSON ``get_frames`` call as single tokens (``evr1 demo --tools``' model only):
+# the BPE vocabulary spells them in ~70 pieces, too long for a two-layer policy to copy exactly.
+TOOL_CALL_TOKENS = ("<tool_call>", "</tool_call>", '{"name": "get_frames", "arguments": ',
+                    '{"start_s": ', '"end_s": ')
+
 DEFAULT_VOCAB_SIZE = 450
 SYSTEM_PROMPT = "You are a helpful assistant."
 
@@ -225,8 +230,13 @@ CHAT_TEMPLATE = (
 )
 
 
-def build_tiny_tokenizer(vocab_size: int = DEFAULT_VOCAB_SIZE):
-    """A ``Qwen2Tokenizer`` (transformers, tokenizers-backed) with specials and chat template."""
+def build_tiny_tokenizer(vocab_size: int = DEFAULT_VOCAB_SIZE, extra_tokens: tuple[str, ...] = ()):
+    """A ``Qwen2Tokenizer`` (transformers, tokenizers-backed) with specials and chat template.
+
+    ``extra_tokens`` are ordinary added tokens appended after the tags (ids ``vocab_size`` and up),
+    e.g. :data:`TOOL_CALL_TOKENS`; ``len(tokenizer)`` is then ``vocab_size + len(extra_tokens)``.
+    Without them the tokenizer is the one it always was.
+    """
     from tokenizers import AddedToken
     from transformers import Qwen2Tokenizer
 
@@ -244,7 +254,10 @@ def build_tiny_tokenizer(vocab_size: int = DEFAULT_VOCAB_SIZE):
         replace_extra_special_tokens=False,
     )
     tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in TAG_TOKENS])
+    if extra_tokens:
+        tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in extra_tokens])
     tokenizer.chat_template = CHAT_TEMPLATE
-    if len(tokenizer) != vocab_size:
-        raise RuntimeError(f"tiny tokenizer has {len(tokenizer)} tokens, expected {vocab_size}")
+    if len(tokenizer) != vocab_size + len(extra_tokens):
+        raise RuntimeError(f"tiny tokenizer has {len(tokenizer)} tokens, expected {vocab_size} + "
+                           f"{len(extra_tokens)} extra (is one already in the vocabulary?)")
     return tokenizer

@@ -1,30 +1,11 @@
 """Video tools for multi-turn rollouts (get_frames, zoom) over the frame store (docs/tools.md)."""
 
-from easyvideor1.rollout.tools.base import (
-    ToolCall,
-    ToolFrameSource,
-    ToolKit,
-    ToolOutcome,
-    ToolSession,
-    ToolVideo,
-)
-from easyvideor1.rollout.tools.calls import (
-    STOP_STRINGS,
-    BadCall,
-    call_syntax,
-    find_tool_call,
-    format_tool_call,
-)
-from easyvideor1.rollout.tools.errors import ToolRequestError, ToolSourceError
-from easyvideor1.rollout.tools.frames import LocalToolFrameSource, make_tool_frame_source
-from easyvideor1.rollout.tools.kit import (
-    IMAGE_PLACEHOLDER,
-    VIDEO_PLACEHOLDER,
-    VideoToolKit,
-    VideoToolSession,
-    make_tool_kit,
-)
-from easyvideor1.rollout.tools.specs import GET_FRAMES, TOOL_NAMES, ZOOM, check_arguments, tool_schemas
+from .base import ToolCall, ToolFrameSource, ToolKit, ToolOutcome, ToolSession, ToolVideo
+from .calls import STOP_STRINGS, BadCall, call_syntax, find_tool_call, format_tool_call
+from .errors import ToolRequestError, ToolSourceError
+from .frames import LocalToolFrameSource, make_tool_frame_source
+from .kit import IMAGE_PLACEHOLDER, VIDEO_PLACEHOLDER, VideoToolKit, VideoToolSession, make_tool_kit
+from .specs import GET_FRAMES, TOOL_NAMES, ZOOM, check_arguments, tool_schemas
 
 __all__ = [
     "GET_FRAMES",

@@ -141,18 +141,27 @@ def parse_xml_call(body: str) -> tuple[str, dict[str, Any]] | str:
     opening = _FUNCTION_OPEN.match(text)
     if opening is None:
         return f"the tool call does not start with <function=NAME>: {shape}"
-    name = opening.group(1).strip()
-    if not name:
-        return f"<function=> names no tool: {shape}"
-    close = text.find("</function>", opening.end())
-    if close < 0:
-        return f"<function={name}> is not closed with </function>: {shape}"
+    block = _named_block(text, opening, "function", f"<function=> names no tool: {shape}", f": {shape}")
+    if isinstance(block, str):
+        return block
+    name, close = block
     if text[close + len("</function>"):].strip():
         return "text after </function>: nothing but </tool_call> may follow it"
     arguments = _xml_parameters(text[opening.end():close], name)
     if isinstance(arguments, str):
         return arguments
     return name, arguments
+
+
+def _named_block(text: str, opening: re.Match[str], tag: str, nameless: str, hint: str = "") -> tuple[str, int] | str:
+    """The name in ``opening`` (``<tag=NAME>``) and where its ``</tag>`` starts, or what is wrong."""
+    name = opening.group(1).strip()
+    if not name:
+        return nameless
+    close = text.find(f"</{tag}>", opening.end())
+    if close < 0:
+        return f"<{tag}={name}> is not closed with </{tag}>{hint}"
+    return name, close
 
 
 def _xml_parameters(inner: str, function: str) -> dict[str, Any] | str:
@@ -167,12 +176,11 @@ def _xml_parameters(inner: str, function: str) -> dict[str, Any] | str:
             stray = inner[position:opening.start() if opening else len(inner)].strip()
             return f"unexpected text {stray[:40]!r} in <function={function}>: every argument goes in its own " \
                    "<parameter=NAME>VALUE</parameter> block"
-        argument = opening.group(1).strip()
-        if not argument:
-            return f"<parameter=> without an argument name in <function={function}>"
-        close = inner.find("</parameter>", opening.end())
-        if close < 0:
-            return f"<parameter={argument}> is not closed with </parameter>"
+        block = _named_block(inner, opening, "parameter",
+                             f"<parameter=> without an argument name in <function={function}>")
+        if isinstance(block, str):
+            return block
+        argument, close = block
         if argument in arguments:
             return f"argument {argument!r} is given twice"
         arguments[argument] = xml_value(inner[opening.end():close])
