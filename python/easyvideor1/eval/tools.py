@@ -158,8 +158,10 @@ class _MultiTurnPass:
             text = plan.bench.prompt(item, metas, self.config.prompt_style, _renderer(self.config.prompt_style))
         except Exception as exc:
             return self._failed(plan, item, "prompt", exc)
+        # Declared as the rollout stage declares them (the call syntax too, which the tiny templates read).
+        declared = dict(kit.chat_template_kwargs())
         request = RolloutRequest(request_id=item.key, messages=text, videos=videos, images=images,
-                                 tools=kit.schemas())
+                                 tools=declared.pop("tools"), template_kwargs=declared or None)
         sampling = item_sampling(self.config.sampling, item.key)
         started = time.perf_counter()
         try:
