@@ -153,6 +153,39 @@ def test_vllm_logging_config_routes_its_records_here(tmp_path):
     assert "an engine info line" in text and "an engine warning" in text
 
 
+_TRANSFORMERS_REPEATS = """
+import logging, sys
+from transformers.utils import logging as hf_logging
+from easyvideor1.logging import attach_log_file, finish_console, setup_console
+setup_console()
+attach_log_file(sys.argv[1])
+warn = hf_logging.get_logger("transformers.processing_utils")
+for _ in range(5):
+    warn.warning("a processor warning on every prompt")
+warn.info("a transformers info line")
+finish_console()
+print(type(hf_logging._default_handler).__name__, hf_logging._get_library_root_logger().propagate)
+"""
+
+
+def test_transformers_warnings_join_the_dedup_outside_ci(tmp_path):
+    # Without CI in the environment transformers keeps its records on its own stderr handler:
+    # the test suite runs with CI set, where it propagates anyway, so a fresh interpreter without it.
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in (*CONSOLE_ENV, "CI")}
+    done = subprocess.run([sys.executable, "-c", _TRANSFORMERS_REPEATS, str(tmp_path / "evr1.log")], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stderr.count("a processor warning on every prompt") == 2  # once, and in the summary
+    assert "[transformers]" not in done.stderr and "a transformers info line" not in done.stderr
+    assert "1 warning(s) were repeated 4 more time(s)" in done.stderr
+    assert done.stdout.split() == ["StreamHandler", "False"]  # its own handler and setting are back
+    text = (tmp_path / "evr1.log").read_text()
+    assert text.count("a processor warning on every prompt") == 5
+
+
 def test_a_user_logging_choice_for_vllm_is_kept(console_mode, monkeypatch):
     monkeypatch.setenv("VLLM_CONFIGURE_LOGGING", "0")  # vLLM refuses a config file then
     console_mode(verbose=False)

@@ -14,6 +14,8 @@ project's and third-party ones (vLLM, Ray, transformers, urllib3, httpx, Python 
 vLLM installs its own stream handler; :func:`setup_console` points ``VLLM_LOGGING_CONFIG_PATH``
 at a config whose only handler is :func:`vllm_handler`, so vLLM's records join the others, in
 this process and in an engine-core process it spawns (which inherits the environment).
+transformers prints through its own stderr handler and propagates only under ``CI``; console
+mode takes that handler off and lets its records propagate, so they are deduplicated too.
 """
 
 from __future__ import annotations
@@ -201,6 +203,7 @@ def setup_console(verbose: bool = False) -> None:
     if not user_vllm:
         setenv("VLLM_LOGGING_CONFIG_PATH", str(_vllm_config_file()))
         _adopt_vllm_logger()
+    saved["transformers_level"] = _adopt_transformers_logger()
     if not verbose:
         # Library download/load bars (hub, transformers' "Loading weights"): not a job of the command.
         setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -215,6 +218,31 @@ def _console_is_tty() -> bool:
     from easyvideor1.console import is_tty
 
     return is_tty(sys.stderr)
+
+
+def _adopt_transformers_logger() -> int | None:
+    """transformers prints through a stderr handler of its own and, unless ``CI`` is set, does not
+    propagate: its warnings (some once per prompt) would pass the dedup and miss the log file.
+    Returns its level before, to restore (None: transformers is not installed)."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        return None
+    level = hf_logging.get_verbosity()
+    hf_logging.disable_default_handler()
+    hf_logging.enable_propagation()
+    hf_logging.set_verbosity(level)  # taking its handler off reset it to NOTSET: INFO would flow
+    return level
+
+
+def _release_transformers_logger(level: int | None) -> None:
+    if level is None:
+        return
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_propagation()
+    hf_logging.enable_default_handler()
+    hf_logging.set_verbosity(level)
 
 
 def _adopt_vllm_logger() -> None:
@@ -320,6 +348,7 @@ def finish_console() -> list[str]:
         for handler in [h for h in vllm.handlers if isinstance(h, _Forward)]:
             vllm.removeHandler(handler)
         vllm.propagate = True  # to whatever handles the root logger now
+    _release_transformers_logger(state.saved.get("transformers_level"))
     root.setLevel(state.saved["root_level"])
     project.setLevel(state.saved["project_level"])
     project.propagate = state.saved["project_propagate"]

@@ -169,13 +169,24 @@ def test_bad_arguments_are_refused_with_the_field():
         generate_tool_tasks("/tmp/never-written", n_train=1, n_val=1, offline_fraction=2.0)
 
 
+@pytest.mark.parametrize("compact", [False, True])
 @pytest.mark.parametrize("family_name", ["qwen2_5_vl", "qwen3_5"])
-def test_offline_call_is_read_by_every_familys_tool_parser(family_name):
-    """The data layer writes the call itself (it may not import rollout/): the kit must read it."""
+def test_offline_call_is_read_by_every_familys_tool_parser(family_name, compact):
+    """The data layer writes the call itself (it may not import rollout/): the kit must read it,
+    on a line of its own as the Qwen templates write it and on one line (the tools demo's form)."""
     from easyvideor1.rollout.tools.calls import STOP_STRINGS, call_syntax, find_tool_call
     from easyvideor1.rollout.tools.specs import check_arguments
 
-    text = tool_trajectory_text("B")
+    text = tool_trajectory_text("B", compact=compact)
+    assert ("\n" in text) is not compact
     first_turn = text[: text.index(STOP_STRINGS[0]) + len(STOP_STRINGS[0])]
     call = find_tool_call(first_turn, call_syntax(family_name))
     assert call.name == "get_frames" and check_arguments(call) == {"start_s": 0.0, "end_s": 2.0}
+
+
+def test_compact_calls_write_the_call_on_one_line_in_the_tools_file_only(tmp_path):
+    report = generate_tool_tasks(tmp_path, n_train=3, n_val=0, kind="colour", seed=0, compact_calls=True)
+    for sample in load_samples(report.train_tools_path):
+        assert sample.offline_output == tool_trajectory_text(sample.answer, compact=True)
+        assert sample.offline_output.startswith('<tool_call>{"name": "get_frames"')
+    assert all(s.offline_output == f"<answer>{s.answer}</answer>" for s in load_samples(report.train_path))

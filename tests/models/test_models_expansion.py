@@ -213,3 +213,29 @@ def test_attach_refuses_other_frames(processors):
         attach_pixels(processor, inputs, [other])
     with pytest.raises(PlaceholderMismatchError, match="expanded for 1 video"):
         attach_pixels(processor, inputs, [])
+
+
+def test_template_kwargs_reach_only_a_template_that_reads_them(processors, caplog):
+    """A real Qwen template has no ``tool_call_format``: transformers would hand it to the processor
+    with a warning on every prompt. The tiny template reads it, so there it still changes the text."""
+    import copy
+    import logging
+
+    from easyvideor1.config.schema import ToolsConfig
+    from easyvideor1.models.inputs import template_variables
+    from easyvideor1.rollout.tools.kit import tool_template_kwargs
+
+    tiny = processors["qwen2_5_vl"]
+    declared = tool_template_kwargs("qwen3_5", ToolsConfig())
+    tools, extra = declared.pop("tools"), declared
+    assert "tool_call_format" in template_variables(tiny.chat_template)
+    as_xml = render_prompt(tiny, "Where?", tools=tools, template_kwargs=extra)
+    assert as_xml != render_prompt(tiny, "Where?", tools=tools, template_kwargs={"tool_call_format": "json"})
+    plain = copy.copy(tiny)  # a template that declares tools without reading the call syntax
+    plain.chat_template = ("{%- if tools %}{{ tools | length }} tools. {% endif -%}"
+                           "{%- for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor -%}")
+    with caplog.at_level(logging.WARNING):
+        text = render_prompt(plain, [{"role": "user", "content": "Where?"}], tools=tools, template_kwargs=extra)
+    assert text == "2 tools. user: Where?\n"
+    assert not [r for r in caplog.records if "processor_kwargs" in r.getMessage()]
+    assert template_variables("{% if %}") is None  # unparsable: every kwarg is passed as before

@@ -44,10 +44,10 @@ def test_when_windows_sit_on_the_policys_time_grid():
         when_windows(SynthConfig(fps=8.0, seconds=2.5))  # 20 frames: 2.5 steps of 8
 
 
-def test_when_clock_shows_the_second_and_nothing_about_the_square():
-    """Every non-square pixel of second k is the clock's colour k; the square is green exactly on
-    its window's frames; two videos agree wherever neither shows the square (the clock alone says
-    nothing about the answer); the colour tasks keep the plain backdrop."""
+def test_when_clock_shows_the_second_while_the_square_is_there():
+    """On the window's frames every non-square pixel of second k is the clock's colour k and the
+    square is green; every other frame is the plain backdrop, so two videos agree wherever neither
+    shows the square; the colour tasks keep the plain backdrop."""
     rng = np.random.default_rng(7)
     tasks = [demo_when(rng, DEMO_VIDEO) for _ in range(6)]
     green = np.array(PALETTE["green"])
@@ -55,8 +55,9 @@ def test_when_clock_shows_the_second_and_nothing_about_the_square():
         frames = task.frames.astype(int)
         for i, frame in enumerate(frames):
             square = np.all(frame == green, axis=-1)
-            assert square.any() == (task.info["first"] <= i <= task.info["last"]), (task.answer, i)
-            assert np.all(frame[~square] == WHEN_CLOCK[i // 4]), i
+            shown = task.info["first"] <= i <= task.info["last"]
+            assert square.any() == shown, (task.answer, i)
+            assert np.all(frame[~square] == (WHEN_CLOCK[i // 4] if shown else BACKGROUND)), i
     a = tasks[0]
     b = next(t for t in tasks[1:] if (t.info["first"], t.info["last"]) != (a.info["first"], a.info["last"]))
     for i in range(DEMO_VIDEO.n_frames):
@@ -68,6 +69,10 @@ def test_when_clock_shows_the_second_and_nothing_about_the_square():
     assert np.all(np.all(pixels == BACKGROUND, axis=-1) | np.all(pixels == square, axis=-1))
     with pytest.raises(ValueError, match="clock has 4 colours"):
         clock_backdrop(np.zeros((32, 64, 64, 3), np.uint8), SynthConfig(fps=4.0, seconds=8.0))
+    blank = np.broadcast_to(np.array(BACKGROUND, np.uint8), (16, 32, 32, 3)).copy()
+    lit = clock_backdrop(blank, SynthConfig(size=32, fps=4.0, seconds=4.0), 4, 11)  # seconds 1 and 2
+    assert [tuple(int(c) for c in f[0, 0]) for f in lit[::4]] == [tuple(BACKGROUND), WHEN_CLOCK[1], WHEN_CLOCK[2],
+                                                                  tuple(BACKGROUND)]
 
 
 def test_temporal_grounding_chance_is_the_best_blind_answer():
@@ -131,14 +136,13 @@ def test_seeds_mode_and_same_seed_same_table(tmp_path, capsys):
 def test_default_demo_learns_the_colour_tasks(tmp_path):
     """The default run (seed 0, what `make demo` runs) on 32 held-out questions per task type: both
     colour tasks end clearly above their start and chance (train/demo.py: LEARNT_SHARE; seeds 0-2
-    all 1.00 with the clock). Temporal grounding, its clock in the frames, ended 0.51, 0.34, 0.47
-    over seeds 0-2 against the video-blind 0.38 (one-second windows alone: 0.25 on seed 0, chance
-    0.25): not yet reliably above chance, so only that it leaves its start of 0 (the answer
-    format) is asserted."""
+    all 1.00). Temporal grounding, its clock lit while the square is there, ended 0.52, 0.50,
+    0.56 over seeds 0-2 against the video-blind 0.38 (a clock on every frame: 0.51, 0.34, 0.47):
+    above chance, short of LEARNT_SHARE's 0.63, so above chance is what is asserted."""
     summary = run_demo(DemoSettings(out_dir=tmp_path))
     assert summary["counts"] == {"boolean": 32, "multiple choice": 32, "temporal grounding": 32}
     assert summary["learnt"]["boolean"] and summary["learnt"]["multiple choice"], summary
-    assert summary["after"]["temporal grounding"] > summary["before"]["temporal grounding"], summary
+    assert summary["after"]["temporal grounding"] > CHANCE["temporal grounding"], summary
 
 
 def test_cli_help_states_the_demos_defaults(capsys):

@@ -131,18 +131,26 @@ def tool_call_arguments(cfg: SynthConfig = TOOL_VIDEO) -> dict[str, int | float]
     """The offline trajectories' call: the whole video (the policy cannot know where the flash is,
     so it asks for all of it). ``fps`` is left out, so the kit samples at ``tools.max_fps``, which
     a run on this task sets to :func:`tool_call_fps`; whole seconds are written as integers. Both
-    keep the call short: ~70 tokens of the tiny tokenizer, 13 with the tools demo's added call tokens."""
+    keep the call short: ~70 tokens of the tiny tokenizer, 13 with the tools demo's added call tokens (11 on one line)."""
     return {name: int(v) if float(v).is_integer() else float(v)
             for name, v in (("start_s", 0.0), ("end_s", float(cfg.seconds)))}
 
 
-def tool_trajectory_text(answer: str, cfg: SynthConfig = TOOL_VIDEO) -> str:
+def tool_trajectory_text(answer: str, cfg: SynthConfig = TOOL_VIDEO, *, compact: bool = False) -> str:
     """An offline tool-using trajectory in the data format's ``offline_output`` form (docs/data-format.md):
     the policy's turns with the call inline, one ``get_frames`` call then the answer. The call is
     written in the JSON form (Qwen2-VL/2.5-VL/3-VL; the Qwen3.5 parser reads it too); the tool's
-    reply is not stored: the kit runs the call again, so its frames are the ones the tool returns."""
+    reply is not stored: the kit runs the call again, so its frames are the ones the tool returns.
+
+    The Qwen templates put the JSON on a line of its own; ``compact`` leaves the two newlines out
+    (the parsers read both). For the tools demo's two-layer model that matters: with them ``\n``
+    is followed once by the JSON and once by ``</tool_call>``, and the model, which mostly learns
+    which token follows which, wrote runs of newlines and call pieces out of order (20 steps,
+    no valid call); without them only the closing ``}`` is ambiguous (``}}``: two tokens of the
+    tiny tokenizer), and the call was learnt (valid in every held-out answer by step 15 of 20, seed 0)."""
     call = json.dumps({"name": "get_frames", "arguments": tool_call_arguments(cfg)})
-    return f"{TOOL_CALL_OPEN}\n{call}\n{TOOL_CALL_CLOSE}<answer>{answer}</answer>"
+    newline = "" if compact else "\n"
+    return f"{TOOL_CALL_OPEN}{newline}{call}{newline}{TOOL_CALL_CLOSE}<answer>{answer}</answer>"
 
 
 @dataclass
@@ -161,10 +169,11 @@ class ToolTaskReport:
 
 
 def generate_tool_tasks(out_dir: str | os.PathLike, n_train: int, n_val: int, *, kind: str = "colour",
-                        seed: int = 0, offline_fraction: float = 1.0) -> ToolTaskReport:
+                        seed: int = 0, offline_fraction: float = 1.0, compact_calls: bool = False) -> ToolTaskReport:
     """Write ``media/<task>/NNNN.mp4``, ``val.jsonl`` and two train files of the same rows, the first
     ``offline_fraction`` of them with an offline response: ``train.jsonl`` (the answer only, for a
-    run without tools) and ``train_tools.jsonl`` (a tool-using trajectory, :func:`tool_trajectory_text`).
+    run without tools) and ``train_tools.jsonl`` (a tool-using trajectory, :func:`tool_trajectory_text`,
+    its call on one line with ``compact_calls``).
     Held-out rows come first in the index sequence, so a validation set of a multiple of
     ``3 * len(gaps)`` rows is balanced."""
     if kind not in KINDS:
@@ -182,7 +191,7 @@ def generate_tool_tasks(out_dir: str | os.PathLike, n_train: int, n_val: int, *,
     for index in range(n_val + n_train):
         is_val = index < n_val
         offline = not is_val and index - n_val < n_offline
-        plain, with_tools = _make_samples(out, name, kind, index, seed, offline)
+        plain, with_tools = _make_samples(out, name, kind, index, seed, offline, compact_calls)
         if is_val:
             val.append(plain)
         else:
@@ -193,7 +202,8 @@ def generate_tool_tasks(out_dir: str | os.PathLike, n_train: int, n_val: int, *,
                           len(train), len(val), sum(1 for s in train if s.has_offline_trajectory))
 
 
-def _make_samples(out: Path, name: str, kind: str, index: int, seed: int, offline: bool) -> tuple[Sample, Sample]:
+def _make_samples(out: Path, name: str, kind: str, index: int, seed: int, offline: bool,
+                  compact_calls: bool) -> tuple[Sample, Sample]:
     """The row without and with a tool-using offline trajectory (the same row when it has none)."""
     task = make_tool_task(kind, index, seed)
     video = save_video(out / "media" / name / f"{index:04d}.mp4", task.frames, task.fps)
@@ -208,7 +218,7 @@ def _make_samples(out: Path, name: str, kind: str, index: int, seed: int, offlin
     if offline:
         rows = [{**row, "has_offline_trajectory": True, "offline_output": f"<answer>{task.answer}</answer>"},
                 {**row, "has_offline_trajectory": True,
-                 "offline_output": tool_trajectory_text(task.answer, TOOL_VIDEO)}]
+                 "offline_output": tool_trajectory_text(task.answer, TOOL_VIDEO, compact=compact_calls)}]
     samples = []
     for data in rows:
         sample, problems = parse_row(data, path=f"<synth {name}>", line=index + 1, base_dir=str(out),

@@ -25,7 +25,7 @@ from typing import Any
 from easyvideor1.config.schema import RewardConfig, ToolsConfig
 from easyvideor1.data.prepared import PREPARED_FIELD, family_keys
 from easyvideor1.eval.benchmarks.common import ScoringContext
-from easyvideor1.eval.engine import EngineDead, seeded_sampling
+from easyvideor1.eval.engine import AsyncEvalEngine, EngineDead, seeded_sampling
 from easyvideor1.eval.pipeline import BenchPlan, item_sampling, load_item_media, scored_record, zero_values
 from easyvideor1.eval.runner import EvalConfig, build_plans, run_eval
 from easyvideor1.eval.types import EvalItem, failure_record
@@ -42,10 +42,10 @@ TOOLS_DIR = "tools"
 COMPARISON_MD, COMPARISON_JSON = "tools_comparison.md", "tools_comparison.json"
 
 
-def run_tool_eval(config: EvalConfig, tools: ToolsConfig, engine: Any = None) -> dict[str, Any]:
+def run_tool_eval(config: EvalConfig, tools: ToolsConfig, engine: AsyncEvalEngine | None = None) -> dict[str, Any]:
     """The single-turn run (``run_eval``'s result) with ``"tools"``: the multi-turn summaries,
     per-benchmark tool statistics, the comparison rows and the files written."""
-    from easyvideor1.eval.engine import AsyncEvalEngine, kwargs_for_sampling
+    from easyvideor1.eval.engine import kwargs_for_sampling
     from easyvideor1.eval.runner import default_max_model_len
 
     owns_engine = engine is None
@@ -67,13 +67,7 @@ def run_tool_eval(config: EvalConfig, tools: ToolsConfig, engine: Any = None) ->
     return single
 
 
-def rollout_engine(engine: Any) -> Any:
-    """The streaming engine inside an ``AsyncEvalEngine`` (:attr:`AsyncEvalEngine.rollout_engine`); an
-    engine that is already a streaming one (a test's, an embedded rollout engine) is used as it is."""
-    return getattr(engine, "rollout_engine", engine)
-
-
-def run_multi_turn(config: EvalConfig, tools: ToolsConfig, engine: Any) -> dict[str, Any]:
+def run_multi_turn(config: EvalConfig, tools: ToolsConfig, engine: AsyncEvalEngine) -> dict[str, Any]:
     """Every item of ``config``'s benchmarks in the multi-turn mode on ``engine``."""
     family = detect_family(config.model)
     plans, _, _ = build_plans(config, family.factor)
@@ -107,9 +101,9 @@ def run_multi_turn(config: EvalConfig, tools: ToolsConfig, engine: Any) -> dict[
 class _MultiTurnPass:
     """The multi-turn answers of a run's items, at most ``max_in_flight`` trajectories at once."""
 
-    def __init__(self, config: EvalConfig, tools: ToolsConfig, engine: Any, ctx: ScoringContext):
+    def __init__(self, config: EvalConfig, tools: ToolsConfig, engine: AsyncEvalEngine, ctx: ScoringContext):
         self.config, self.tools, self.engine, self.ctx = config, tools, engine, ctx
-        self.rollout = rollout_engine(engine)
+        self.rollout = engine.rollout_engine  # generate turn by turn on the engine's streaming core
         self.family = self.rollout.builder.family
 
     async def run_all(self, plans: list[BenchPlan]) -> list[dict[str, Any]]:
@@ -159,9 +153,8 @@ class _MultiTurnPass:
         except Exception as exc:
             return self._failed(plan, item, "prompt", exc)
         # Declared as the rollout stage declares them (the call syntax too, which the tiny templates read).
-        declared = dict(kit.chat_template_kwargs())
         request = RolloutRequest(request_id=item.key, messages=text, videos=videos, images=images,
-                                 tools=declared.pop("tools"), template_kwargs=declared or None)
+                                 **kit.request_fields())
         sampling = item_sampling(self.config.sampling, item.key)
         started = time.perf_counter()
         try:
@@ -300,5 +293,5 @@ def format_comparison(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["comparison_rows", "format_comparison", "rollout_engine", "run_multi_turn", "run_tool_eval",
+__all__ = ["comparison_rows", "format_comparison", "run_multi_turn", "run_tool_eval",
            "tool_statistics"]

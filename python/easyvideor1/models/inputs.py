@@ -18,6 +18,7 @@ a stage that only needs ids (a trainer shipping prompts to rollout workers) call
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import threading
 from collections.abc import Mapping, Sequence
@@ -210,11 +211,40 @@ def render_prompt(processor: Any, messages: str | Sequence[Mapping[str, Any]], *
     """
     if isinstance(messages, str):
         messages = messages_from_problem(messages)
-    extra: dict[str, Any] = dict(template_kwargs or {})
+    extra: dict[str, Any] = _used_by_template(processor, template_kwargs or {})
     if tools is not None:
         extra["tools"] = [dict(t) for t in tools]
     return processor.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=add_generation_prompt,
                                          **extra)
+
+
+def _used_by_template(processor: Any, template_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``template_kwargs`` the processor's chat template reads. transformers hands any other
+    keyword to the processor itself with a warning on every prompt (a real Qwen template has no
+    ``tool_call_format``, which only the tiny models' template reads)."""
+    if not template_kwargs:
+        return {}
+    template = getattr(processor, "chat_template", None)
+    if isinstance(template, dict):
+        template = template.get("default")
+    names = template_variables(template) if isinstance(template, str) else None
+    if names is None:  # a template jinja2 cannot parse here: pass everything, as before
+        return dict(template_kwargs)
+    return {k: v for k, v in template_kwargs.items() if k in names}
+
+
+@functools.lru_cache(maxsize=32)
+def template_variables(template: str) -> frozenset[str] | None:
+    """The variables a chat template reads (None when it does not parse, e.g. a tag of an extension
+    transformers adds)."""
+    import jinja2
+    from jinja2 import meta
+
+    try:
+        parsed = jinja2.Environment(extensions=["jinja2.ext.loopcontrols"]).parse(template)
+    except jinja2.TemplateSyntaxError:
+        return None
+    return frozenset(meta.find_undeclared_variables(parsed))
 
 
 def _from_expansion(sample_id: str, prompt_text: str, exp: ExpandedPrompt, fam: ModelFamily,

@@ -94,9 +94,9 @@ def _with_tools(request: RolloutRequest, kit: ToolKit) -> RolloutRequest:
     call syntax for the tiny models' template)."""
     if request.inputs is not None or request.tools is not None:
         return request
-    extra = dict(kit.chat_template_kwargs())
-    tools = extra.pop("tools", None) or kit.schemas()
-    return dataclasses.replace(request, tools=tools, template_kwargs={**extra, **(request.template_kwargs or {})})
+    declared = kit.request_fields()
+    return dataclasses.replace(request, tools=declared["tools"] or kit.schemas(),
+                               template_kwargs={**(declared["template_kwargs"] or {}), **(request.template_kwargs or {})})
 
 
 def _turn_sampling(sampling: SamplingConfig, kit: ToolKit, *, max_tokens: int, turn: int,

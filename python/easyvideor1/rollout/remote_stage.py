@@ -65,7 +65,7 @@ from easyvideor1.rollout.base import SamplingConfig
 from easyvideor1.rollout.policy_sync import PolicySync
 from easyvideor1.rollout.remote_run import RunIdentity
 from easyvideor1.rollout.stage import Group, RolloutStage, RoundResult, sample_fields
-from easyvideor1.rollout.tools.base import ToolFrameSource
+from easyvideor1.rollout.tools.base import ToolFrameSource, declaration_fields
 from easyvideor1.rollout.tools.kit import tool_template_kwargs
 from easyvideor1.rollout.tools.window import refetch as refetch_ref
 from easyvideor1.rollout.weight_sync import WeightPublisher
@@ -218,9 +218,8 @@ class RemoteRolloutStage(RolloutStage):
         if self.tools is None or not self.tools.enabled:
             return self.builder.expand(item.text, videos, images, sample_id=item.uid)
         # The worker's prompt declares the tools in the chat template: the same ids here.
-        declared = tool_template_kwargs(self.builder.family, self.tools)
-        return self.builder.expand(item.text, videos, images, sample_id=item.uid, tools=declared.pop("tools"),
-                                   template_kwargs=declared or None)
+        return self.builder.expand(item.text, videos, images, sample_id=item.uid,
+                                   **declaration_fields(tool_template_kwargs(self.builder.family, self.tools)))
 
     def _too_long(self, sample: Sample) -> str | None:
         """Why a prepared sample's prompt cannot be sent (its recorded token count), else None."""

@@ -144,9 +144,8 @@ class EngineRolloutStage(RolloutStage):
         if self.kit is None:
             return RolloutRequest(request_id=uid, messages=text, videos=videos, images=images, n=n)
         self._tool_videos[uid] = _tool_video(refs, videos)
-        declared = dict(self.kit.chat_template_kwargs())
         return RolloutRequest(request_id=uid, messages=text, videos=videos, images=images, n=n,
-                              tools=declared.pop("tools"), template_kwargs=declared or None)
+                              **self.kit.request_fields())
 
     def run(self, samples: Sequence[Sample], *, n: int, sampling: SamplingConfig, mix: MixPolicyConfig,
             uid_prefix: str) -> RoundResult:

@@ -21,14 +21,21 @@ per trajectory before and after, and says whether the tools run ended above the 
 
 The demo's tiny model has the call's pieces as single added tokens (``TOOL_CALL_TOKENS``:
 ``<tool_call>``, ``</tool_call>``, ``{"name": "get_frames", "arguments": ``, ``{"start_s": ``,
-``"end_s": ``): the call is 13 tokens instead of ~70. Every other tiny model is unchanged.
+``"end_s": ``): the call, on one line, is 11 tokens instead of ~70. Every other tiny model is unchanged.
 
-Where it stands (2-core CPU shared with another run, seed 0, the with-tools run alone, 12 steps
-at lr 4e-3, ~35 s a step): still not learnt. The held-out policy opens a call in every answer
-(calls per trajectory 0.00 before, 1.00 after) but none is well-formed (tool error rate 1.0,
-no frames fetched) and the final turns are runs of ``\n``, so held-out accuracy is 0.00 before
-and after, below chance (1/3) and below what a run without tools reaches with the answer format
-alone. The default 30-step run of both was not measured with these tokens.
+Where it stands (2-core CPU, seed 0, the defaults, 161 s for both runs): the call is learnt, the
+answer is not. With the call on one line (data/synth_tool_tasks.py ``compact``), the held-out
+policy makes one well-formed call in every answer (calls per trajectory 0.00 before, 1.00 after;
+tool error rate 0.0; 8 frames fetched, the flash among them), then answers one constant letter:
+held-out accuracy 0.33 after, chance, the same as the run without tools (0.33, also a constant
+letter). So the with-tools run does not end above the other. Longer or larger runs changed when
+the call was learnt, not the answer: 60 and 100 steps (group 4), 150 steps with all 16 source
+frames in the call, and 96 train questions at 16 per step all ended on a constant letter.
+CISPO in place of the PPO clip made the call worse (no call after 20 steps). Nor is the tool turn
+the obstacle: without tools, with the prompt sampled at 4 fps so that its own frames show the
+flash, the run also ended on one letter (60 steps; and at `evr1 demo`'s 96 questions, 16 x 4 a
+step, lr 1e-3; and with the flash over the whole frame). The tiny model does not learn a colour
+on 2 of 8 frames on its own (docs/tools.md).
 ``demo_tools_summary.json`` keeps a few final answers of each run to show what they write.
 """
 
@@ -71,7 +78,7 @@ class ToolDemoSettings(DemoSettings):
     # source of a valid call at first) weighs as much as the policy's own response.
     group_size: int = 2
     batch_questions: int = 8
-    # Above `evr1 demo`'s 1e-3: the call is 13 tokens to copy exactly (an answer is 3).
+    # Above `evr1 demo`'s 1e-3: the call is 11 tokens to copy exactly (an answer is 3).
     lr: float = 4e-3
     warmup_steps: int = 3
 
@@ -99,7 +106,7 @@ DEMO_CHAT_TEMPLATE = (
     "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
 )
 
-# Token budgets: a call is 13 tokens of the demo's tokenizer, a get_frames result ~180 tokens of
+# Token budgets: a call is 11 tokens of the demo's tokenizer, a get_frames result ~180 tokens of
 # text plus its frames' vision tokens, the answer ~5.
 TURN_TOKENS = 32
 TOOLS_RESPONSE_TOKENS = 320
@@ -183,15 +190,16 @@ def run_tool_demo(settings: ToolDemoSettings) -> dict[str, Any]:
     out = settings.out_dir
     out.mkdir(parents=True, exist_ok=True)
     # Its own folder: the chat template differs from `evr1 demo`'s tiny model (DEMO_CHAT_TEMPLATE).
-    # The call's pieces are single tokens (TOOL_CALL_TOKENS): 13 tokens to copy instead of ~70.
+    # The call's pieces are single tokens (TOOL_CALL_TOKENS): 11 tokens to copy instead of ~70.
     model_dir = out / f"tiny-{settings.family}-tools-calltokens-seed{settings.seed}"
     if not (model_dir / "config.json").exists():
         build_tiny_model(settings.family, model_dir, seed=settings.seed, extra_tokens=TOOL_CALL_TOKENS)
     (model_dir / "chat_template.jinja").write_text(DEMO_CHAT_TEMPLATE)
     print(f"[demo --tools] tiny model: {model_dir}", flush=True)
     data_dir = out / "data"
+    # The call on one line: every token of it then has one successor (data/synth_tool_tasks.py).
     report = generate_tool_tasks(data_dir, settings.n_per_type, settings.n_val_per_type, kind="colour",
-                                 seed=settings.seed, offline_fraction=settings.offline_fraction)
+                                 seed=settings.seed, offline_fraction=settings.offline_fraction, compact_calls=True)
     balanced = settings.n_val_per_type % (3 * len(flash_gaps())) == 0
     print(f"[demo --tools] data: {report.summary()}; the flash lies between the prompt's {TOOL_SAMPLE_FPS:g} fps "
           f"frames{'' if balanced else ' (held-out set not a multiple of 9: chance is not exactly 1/3)'}",

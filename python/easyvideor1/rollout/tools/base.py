@@ -11,6 +11,7 @@ endpoint over HTTP), made by ``make_tool_frame_source(cfg)``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,3 +115,15 @@ class ToolKit(ABC):
     def chat_template_kwargs(self) -> dict[str, Any]:
         """What the chat template needs to declare the tools (``tools=`` and any family option)."""
         return {"tools": self.schemas()}
+
+    def request_fields(self) -> dict[str, Any]:
+        """:meth:`chat_template_kwargs` as a request's (or ``PromptBuilder.expand``'s) keywords."""
+        return declaration_fields(self.chat_template_kwargs())
+
+
+def declaration_fields(declared: Mapping[str, Any]) -> dict[str, Any]:
+    """Chat-template declarations as request keywords: ``tools``, and the other variables (the call
+    syntax, ...) as ``template_kwargs`` (None when there are none)."""
+    rest = dict(declared)
+    tools = rest.pop("tools", None)
+    return {"tools": tools, "template_kwargs": rest or None}
