@@ -31,11 +31,11 @@ held-out accuracy 0.33 after, chance, the same as the run without tools (0.33, a
 letter). So the with-tools run does not end above the other. Longer or larger runs changed when
 the call was learnt, not the answer: 60 and 100 steps (group 4), 150 steps with all 16 source
 frames in the call, and 96 train questions at 16 per step all ended on a constant letter.
-CISPO in place of the PPO clip made the call worse (no call after 20 steps). Nor is the tool turn
-the obstacle: without tools, with the prompt sampled at 4 fps so that its own frames show the
-flash, the run also ended on one letter (60 steps; and at `evr1 demo`'s 96 questions, 16 x 4 a
-step, lr 1e-3; and with the flash over the whole frame). The tiny model does not learn a colour
-on 2 of 8 frames on its own (docs/tools.md).
+CISPO in place of the PPO clip made the call worse (no call after 20 steps). Without tools, with
+the prompt sampled at 4 fps so that its own frames show the flash, the run also ended on one letter (60 steps; and at `evr1 demo`'s 96 questions, 16 x 4 a
+step, lr 1e-3; and with the flash over the whole frame). With all 16 source frames the run without
+tools reads the colour from its prompt, the tools run from its tool turn does not (60 steps;
+docs/tools.md).
 ``demo_tools_summary.json`` keeps a few final answers of each run to show what they write.
 """
 
