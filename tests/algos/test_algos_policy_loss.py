@@ -195,3 +195,52 @@ def test_junk_under_the_mask_never_leaks(inputs, name, mode):
         assert (per_token[~mask] == 0).all()
     for clean, dirty in zip(*results):
         torch.testing.assert_close(dirty, clean)
+
+
+@pytest.mark.parametrize("name", POLICY_LOSSES)
+def test_weighted_nll_trains_offline_rows_without_ratio_or_clip(name):
+    """Row 0 online, row 1 offline, both with ratios far outside the clip: under weighted_nll the
+    offline row's loss is -A log pi and its gradient -A per token (what supervised learning
+    weighted by the advantage gives), while the online row keeps the policy loss."""
+    new = leaf([[math.log(3.0), math.log(0.2)], [math.log(3.0), math.log(0.2)]])
+    old = torch.zeros(2, 2, dtype=torch.float64)
+    adv = torch.tensor([[1.0, 1.0], [2.0, 2.0]], dtype=torch.float64)
+    mask = torch.ones(2, 2)
+    offline = torch.tensor([False, True])
+    plain, _ = policy_loss_per_token(name, old, new, adv, mask)
+    per_token, metrics = policy_loss_per_token(name, old, new, adv, mask, offline=offline, offline_loss="weighted_nll")
+    torch.testing.assert_close(per_token[0], plain[0])
+    torch.testing.assert_close(per_token[1], -adv[1] * new[1])
+    per_token[1].sum().backward()
+    torch.testing.assert_close(new.grad[1], -adv[1])
+    # The offline row's tokens never count as clipped.
+    _, online_only = policy_loss_per_token(name, old[:1], new[:1], adv[:1], mask[:1])
+    assert metrics["pg_clipfrac"].item() == pytest.approx(online_only["pg_clipfrac"].item() / 2)
+
+
+def test_policy_offline_loss_leaves_offline_rows_as_they_were():
+    new = leaf([[math.log(3.0), 0.1]])
+    args = (torch.zeros(1, 2, dtype=torch.float64), new, torch.ones(1, 2, dtype=torch.float64), torch.ones(1, 2))
+    loss, _ = compute_policy_loss("ppo", *args, offline=torch.tensor([True]), offline_loss="policy")
+    assert loss.item() == compute_policy_loss("ppo", *args)[0].item()
+    weighted, _ = compute_policy_loss("ppo", *args, offline=torch.tensor([True]), offline_loss="weighted_nll")
+    assert weighted.item() == pytest.approx(-(math.log(3.0) + 0.1) / 2)
+
+
+def test_offline_flags_and_mode_are_checked():
+    args = (torch.zeros(2, 2), torch.zeros(2, 2), torch.ones(2, 2), torch.ones(2, 2))
+    with pytest.raises(AlgoInputError, match=r"offline must be a \(2,\) tensor"):
+        compute_policy_loss("ppo", *args, offline=torch.tensor([True]), offline_loss="weighted_nll")
+    with pytest.raises(ConfigError, match="unknown offline loss 'sft'"):
+        compute_policy_loss("ppo", *args, offline_loss="sft")
+
+
+def test_offline_losses_are_the_configs_choices():
+    import typing
+
+    from easyvideor1.algos import OFFLINE_LOSSES
+    from easyvideor1.config.schema import MixPolicyConfig
+
+    annotation = MixPolicyConfig.model_fields["offline_loss"].annotation
+    assert typing.get_args(annotation) == OFFLINE_LOSSES
+    assert MixPolicyConfig().offline_loss == "policy"

@@ -18,6 +18,7 @@ from easyvideor1.data.synth_tool_tasks import (
     TOOL_VIDEO,
     flash_gaps,
     generate_tool_tasks,
+    generate_visible_tasks,
     make_tool_task,
     prompt_video_params,
     sampled_frames,
@@ -160,9 +161,38 @@ def test_digit_flash_is_exact(tmp_path):
     assert not load_samples(report.train_path)[0].has_offline_trajectory
 
 
+def test_visible_tasks_show_the_answer_in_every_prompt_frame(tmp_path):
+    """The sight task: the square is on every frame, so the prompt's 2 fps frames show it; the
+    answers are exact (read from the decoded frames) and a held-out set of 3k rows is balanced."""
+    report = generate_visible_tasks(tmp_path, n_train=3, n_val=6, kind="colour", seed=3)
+    assert report.train_tools_path is None and "offline answers" in report.summary()
+    val, train = load_samples(report.val_path), load_samples(report.train_path)
+    assert Counter(s.answer for s in val) == {"A": 2, "B": 2, "C": 2}
+    assert all(s.offline_output == f"<answer>{s.answer}</answer>" for s in train)
+    assert not (tmp_path / "train_tools.jsonl").exists()
+    loader = FrameLoader(None, prompt_video_params())
+    flash = make_tool_task("colour", 0, seed=3)
+    for sample in [*train, *val]:
+        assert sample.problem.endswith("A square is on screen. Which colour is it?")
+        assert sample.extra["synth"]["shown"] == "steady"
+        frames, meta = loader.load_video(sample.videos[0])
+        assert sorted(set(meta.frame_indices)) == sampled_frames()
+        for frame in frames:
+            assert _lit_pixels(frame) > 300
+            assert "ABC"[TOOL_COLOURS.index(_colour_of(frame))] == sample.answer, sample.problem_id
+    # Its own positions: a visible video is not a flash video lit from start to end.
+    steady = make_tool_task("colour", 0, seed=3, shown="steady")
+    assert (steady.first, steady.last) == (0, TOOL_VIDEO.n_frames - 1)
+    assert steady.xy != flash.xy or steady.problem != flash.problem
+
+
 def test_bad_arguments_are_refused_with_the_field():
     with pytest.raises(ConfigError, match="kind"):
         make_tool_task("shape", 0)
+    with pytest.raises(ConfigError, match="shown"):
+        make_tool_task("colour", 0, shown="always")
+    with pytest.raises(ConfigError, match="n_train"):
+        generate_visible_tasks("/tmp/never-written", n_train=0, n_val=1)
     with pytest.raises(ConfigError, match="n_train"):
         generate_tool_tasks("/tmp/never-written", n_train=0, n_val=1)
     with pytest.raises(ConfigError, match="offline_fraction"):

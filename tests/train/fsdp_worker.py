@@ -66,15 +66,18 @@ def make_media(root: Path) -> Path:
 
 
 def run_world(world_size: int, model_dir: Path, media: Path, out: Path, *, port: int, precision: str = "fp32",
-              mixed: bool = False, timeout: float = 300) -> dict:
-    """Start ``world_size`` ranks of this script; return rank 0's saved loss and gradients.
+              mixed: bool = False, frozen: bool = False, timeout: float = 300) -> dict:
+    """Start ``world_size`` ranks of this script; return rank 0's saved loss and gradients
+    (``frozen``: with worker.actor.freeze_vision_tower).
 
     Raises TimeoutError if the world hangs (all ranks are killed) and RuntimeError naming the
     failing rank's output tail if one fails.
     """
     launch_world(__file__, [str(model_dir), str(media), str(out)], world_size, port, timeout,
-                 EVR1_FSDP_PRECISION=precision, EVR1_FSDP_MIXED="1" if mixed else "0")
-    return torch.load(out / f"world{world_size}-{precision}{'-mixed' if mixed else ''}.pt", weights_only=True)
+                 EVR1_FSDP_PRECISION=precision, EVR1_FSDP_MIXED="1" if mixed else "0",
+                 EVR1_FSDP_FREEZE_VISION="1" if frozen else "0")
+    suffix = ("-mixed" if mixed else "") + ("-frozen" if frozen else "")
+    return torch.load(out / f"world{world_size}-{precision}{suffix}.pt", weights_only=True)
 
 
 def launch_world(script: str, argv: list[str], world_size: int, port: int, timeout: float, **env_extra: str) -> None:
@@ -124,7 +127,8 @@ def main() -> None:
     precision = os.environ.get("EVR1_FSDP_PRECISION", "fp32")
     cfg = load_config(None, [f"worker.actor.model_path={model_dir}", "worker.actor.optim.lr=1e-12",
                              "worker.actor.optim.max_grad_norm=1e9", "worker.actor.gradient_checkpointing=false",
-                             f"worker.actor.fsdp.mixed_precision={precision}", "worker.actor.fsdp.enable=auto"])
+                             f"worker.actor.fsdp.mixed_precision={precision}", "worker.actor.fsdp.enable=auto",
+                             f"worker.actor.freeze_vision_tower={os.environ.get('EVR1_FSDP_FREEZE_VISION', '0') == '1'}"])
     torch.manual_seed(0)
     actor = Actor(model_dir, cfg.worker.actor, cfg.algorithm, world, total_steps=1, pad_token_id=0,
                   max_response_length=8)
@@ -147,7 +151,8 @@ def main() -> None:
         bf16[k].dtype == (torch.bfloat16 if v.is_floating_point() else v.dtype)
         and torch.equal(bf16[k], v.to(bf16[k].dtype)) for k, v in fp32.items())
     if world.rank == 0:
-        suffix = "-mixed" if os.environ.get("EVR1_FSDP_MIXED") == "1" else ""
+        suffix = ("-mixed" if os.environ.get("EVR1_FSDP_MIXED") == "1" else "") + \
+            ("-frozen" if os.environ.get("EVR1_FSDP_FREEZE_VISION") == "1" else "")
         torch.save({"loss": stats["actor/pg_loss"], "grads": grads, "engine_copy_exact": engine_copy_exact,
                     "state_tensors": len(fp32)},
                    Path(out_dir) / f"world{world.world_size}-{precision}{suffix}.pt")

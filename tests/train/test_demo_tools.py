@@ -1,5 +1,7 @@
-"""`evr1 demo --tools`, short: both runs train, the table has both rows with their tool calls, and the
-tools run's offline trajectories really called the tool (their windows are in the frame store)."""
+"""`evr1 demo --tools`, short: the sight run trains and hands its policy to both runs, both runs
+train (vision encoder frozen, offline responses under weighted_nll), the table has both rows with
+their tool calls, and the tools run's offline trajectories really called the tool (their windows are
+in the frame store)."""
 
 from __future__ import annotations
 
@@ -20,12 +22,13 @@ def test_demo_tools_prints_both_runs_with_tool_calls(tmp_path):
     out = tmp_path / "demo_tools"
     env = demo_env()
     command = [sys.executable, "-m", "easyvideor1.cli.main", "demo", "--tools", "--out", str(out), "--steps", "1",
-               "--n-per-type", str(N_TRAIN), "--n-val-per-type", str(N_VAL), "--n", "2"]
+               "--base-steps", "1", "--n-per-type", str(N_TRAIN), "--n-val-per-type", str(N_VAL), "--n", "2"]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=570, env=env)
     console = proc.stdout + proc.stderr
     assert proc.returncode == 0, console[-4000:]
     lines = proc.stdout.splitlines()
     title = next(i for i, line in enumerate(lines) if line.startswith("held-out accuracy on the brief-flash task"))
+    assert lines[title - 1].startswith(f"sight run (the square on every frame, {N_VAL} held-out): ")
     assert lines[title + 1].split() == ["run", "n", "before", "after", "calls/traj", "before", "after"]
     rows = {}
     for line in lines[title + 3:title + 5]:
@@ -40,6 +43,13 @@ def test_demo_tools_prints_both_runs_with_tool_calls(tmp_path):
 
     summary = json.loads((out / "demo_tools_summary.json").read_text())
     plain, tools = summary["runs"]["no tools"], summary["runs"]["with tools"]
+    assert summary["base_steps"] == 1 and summary["sight"]["n"] == N_VAL
+    # Both runs start from the sight run's exported policy, its vision encoder frozen.
+    for run in (plain, tools):
+        assert run["start"] == {"model_path": str(out / "sight-model"), "freeze_vision_tower": True,
+                                "offline_loss": "weighted_nll"}
+    assert summary["sight"]["start"]["freeze_vision_tower"] is False
+    assert (out / "sight-model" / "model.safetensors").exists()
     assert plain["tools_before"] == {} and plain["tools_after"] == {}
     assert tools["tools_before"]["calls_per_trajectory"] == pytest.approx(rows["with tools"][3])
     assert tools["tools_after"]["calls_per_trajectory"] == pytest.approx(rows["with tools"][4])
@@ -54,4 +64,5 @@ def test_demo_tools_prints_both_runs_with_tool_calls(tmp_path):
     assert not any("tools/calls_per_trajectory" in s for s in no_tool_steps)
     # The frame store holds every prompt video once, and the windows the offline trajectories'
     # get_frames calls fetched (their tool turns are real frames, written back on a miss).
-    assert open_store(str(out / "frame-cache")).stats().count > N_TRAIN + N_VAL
+    # (and the sight task's videos: 2 x (N_TRAIN + N_VAL) prompt videos in all).
+    assert open_store(str(out / "frame-cache")).stats().count > 2 * (N_TRAIN + N_VAL)

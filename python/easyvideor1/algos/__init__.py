@@ -35,12 +35,13 @@ from .mix_policy import (
     pad_responses,
     responses_to_generate,
 )
-from .policy_loss import POLICY_LOSSES, compute_policy_loss, policy_loss_per_token
+from .policy_loss import OFFLINE_LOSSES, POLICY_LOSSES, compute_policy_loss, policy_loss_per_token
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
     "KL_ESTIMATORS",
     "LOSS_AGG_MODES",
+    "OFFLINE_LOSSES",
     "POLICY_LOSSES",
     "AdaptiveKLController",
     "AlgoInputError",

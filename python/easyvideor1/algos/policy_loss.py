@@ -121,6 +121,18 @@ _LOSSES: dict[str, Callable[..., _LossParts]] = {
     "cispo": cispo,
 }
 POLICY_LOSSES: tuple[str, ...] = tuple(_LOSSES)
+# How a mix-policy group's offline response is trained (algorithm.mix_policy.offline_loss).
+OFFLINE_LOSSES: tuple[str, ...] = ("policy", "weighted_nll")
+
+
+def _offline_rows(offline: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor | None:
+    """``offline`` (B,) 0/1 or bool as a (B, 1) bool tensor on ``like``'s device, checked."""
+    if offline is None:
+        return None
+    if not isinstance(offline, torch.Tensor) or offline.dim() != 1 or offline.shape[0] != like.shape[0]:
+        shape = tuple(offline.shape) if isinstance(offline, torch.Tensor) else type(offline).__name__
+        raise AlgoInputError(f"offline must be a ({like.shape[0]},) tensor, one flag per row, got {shape}")
+    return offline.to(device=like.device, dtype=torch.bool).unsqueeze(-1)
 
 
 def _check_clip(low: float, high: float, dual: float | None) -> None:
@@ -142,9 +154,12 @@ def policy_loss_per_token(
     clip_ratio_high: float = 0.28,
     clip_ratio_dual: float | None = 3.0,
     entropies: torch.Tensor | None = None,
+    offline: torch.Tensor | None = None,
+    offline_loss: str = "policy",
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Per-token loss matrix (B, T), zero where masked, and the metrics; see compute_policy_loss."""
     loss_fn = _LOSSES[choose("policy loss", name, _LOSSES)]
+    choose("offline loss", offline_loss, OFFLINE_LOSSES)
     new = check_float_tensor("log_probs", log_probs, ndim=2)
     check_float_tensor("old_log_probs", old_log_probs, ndim=2)
     check_float_tensor("advantages", advantages, ndim=2)
@@ -161,6 +176,12 @@ def policy_loss_per_token(
     loss, clip_active, dual_active, neg_log_ratio = loss_fn(
         old, _zero_masked(new, mask), adv, mask, clip_ratio_low, clip_ratio_high, clip_ratio_dual
     )
+    rows = _offline_rows(offline, new)
+    if rows is not None and offline_loss == "weighted_nll":
+        # An offline row's tokens: -A log pi, no ratio, so no clip is ever active there.
+        loss = torch.where(rows, -adv * _zero_masked(new, mask), loss)
+        clip_active = clip_active & ~rows
+        dual_active = dual_active & ~rows
     as_float = new.dtype
     metrics = {
         "pg_clipfrac": masked_mean(clip_active.to(as_float), mask).detach(),
@@ -188,6 +209,8 @@ def compute_policy_loss(
     global_seqs: Denominator | None = None,
     loss_scale_factor: Denominator | None = None,
     dp_size: int = 1,
+    offline: torch.Tensor | None = None,
+    offline_loss: str = "policy",
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Scalar policy loss and metrics (``pg_clipfrac``, ``pg_clipfrac_lower``, ``ppo_kl``, ``entropy``).
 
@@ -201,12 +224,15 @@ def compute_policy_loss(
         clip_ratio_dual: dual-clip constant c > 1 (``ppo`` only); None disables it.
         entropies: optional (B, T) token entropies, reported as the ``entropy`` metric.
         global_tokens, global_seqs, loss_scale_factor, dp_size: passed to ``aggregate_loss``.
+        offline: optional (B,) flags of the mix-policy offline rows; with ``offline_loss`` =
+            ``weighted_nll`` their per-token loss is -A log pi (no ratio, no clip),
+            with ``policy`` (default) they take the policy loss like every other row.
     """
     choose("loss aggregation mode", loss_agg_mode, LOSS_AGG_MODES)
     per_token, metrics = policy_loss_per_token(
         name, old_log_probs, log_probs, advantages, response_mask,
         clip_ratio_low=clip_ratio_low, clip_ratio_high=clip_ratio_high,
-        clip_ratio_dual=clip_ratio_dual, entropies=entropies,
+        clip_ratio_dual=clip_ratio_dual, entropies=entropies, offline=offline, offline_loss=offline_loss,
     )
     loss = aggregate_loss(
         per_token, response_mask, loss_agg_mode, global_tokens=global_tokens, global_seqs=global_seqs,

@@ -20,6 +20,8 @@ def _demo(args) -> int:
     attach_log_file(Path(args.out).resolve() / "evr1.log")  # every line of the run, third-party ones too
     if args.tools:
         return _tools_demo(args)
+    if args.base_steps is not None:
+        raise ConfigError("demo: --base-steps is the sight run of `evr1 demo --tools`: add --tools or leave it out")
     given = {field: getattr(args, flag) for flag, field in _FIELDS.items() if getattr(args, flag) is not None}
     settings = DemoSettings(out_dir=Path(args.out).resolve(), distributed=args.distributed, **given)
     if args.seeds > 1:
@@ -37,6 +39,8 @@ def _tools_demo(args) -> int:
         raise ConfigError("demo --tools runs one seed, embedded: leave out --seeds and --distributed")
     # The same flags (train/demo_tools.py): one task, so "per type" is the task's.
     given = {field: getattr(args, flag) for flag, field in _FIELDS.items() if getattr(args, flag) is not None}
+    if args.base_steps is not None:
+        given["base_steps"] = args.base_steps
     run_tool_demo(ToolDemoSettings(out_dir=Path(args.out).resolve(), **given))
     return 0
 
@@ -56,7 +60,10 @@ def register(subparsers) -> None:
     parser.add_argument("--distributed", action="store_true",
                         help="roll out on the local cluster started by `evr1 up` (make demo-distributed)")
     parser.add_argument("--tools", action="store_true",
-                        help="the video-tools demo: a brief flash between the sampled frames, trained without and "
-                             "with get_frames; prints both runs' held-out accuracy and tool calls per trajectory "
-                             "(--n-per-type/--n-val-per-type: train/held-out questions, 24/18; --steps: 30; --n: 2)")
+                        help="the video-tools demo: a sight run teaches the tiny model to name a colour it sees, "
+                             "then a brief flash between the sampled frames is trained without and with get_frames; "
+                             "prints both runs' held-out accuracy and tool calls per trajectory "
+                             "(--n-per-type/--n-val-per-type: train/held-out questions, 24/18; --steps: 40; --n: 2)")
+    parser.add_argument("--base-steps", type=int,
+                        help="with --tools: RL steps of the sight run (30)")
     parser.set_defaults(func=_demo)

@@ -117,6 +117,11 @@ class MixPolicyConfig(Section):
     mode: Literal["always", "conditional"] = Field("always", description="conditional: only when the "
                                                    "online group's accuracy is below the threshold.")
     accuracy_threshold: float = Field(0.5, gt=0, le=1, description="Threshold of the conditional mode.")
+    offline_loss: Literal["policy", "weighted_nll"] = Field(
+        "policy", description="The offline response's loss. policy: the policy loss, as an online one (its ratio "
+        "against the recomputed old log-probs, clipped); weighted_nll: -advantage x log-prob per token, no ratio "
+        "and no clip (the clip keeps an update near the policy that sampled, and no policy sampled an offline "
+        "response), so a demonstration the policy finds unlikely is learnt at the rate of supervised learning.")
 
     @property
     def conditional(self) -> bool:
@@ -167,6 +172,8 @@ class ActorConfig(Section):
     micro_batch_token_budget: int = Field(32768, gt=0, description="Most tokens per forward micro-batch "
                                           "(dynamic batching).")
     gradient_checkpointing: bool = Field(True, description="Recompute activations in backward.")
+    freeze_vision_tower: bool = Field(False, description="Keep the vision encoder's weights (patch embedding, "
+                                      "blocks, merger) fixed: only the language model trains.")
     keep_activations_lm: float = Field(0.0, ge=0, le=1, description="With checkpointing: fraction of decoder "
                                        "layers whose activations are kept instead (memory for speed).")
     keep_activations_vision: float = Field(0.0, ge=0, le=1, description="With checkpointing: fraction of "

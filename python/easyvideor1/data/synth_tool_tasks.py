@@ -14,6 +14,10 @@ video-blind constant answer scores exactly chance on a balanced held-out set.
 Train rows can carry an offline response for mix-policy: the answer alone (``train.jsonl``, for
 a run without tools) or a tool-using trajectory (``train_tools.jsonl``): one ``get_frames``
 call over the whole video at the rate the per-call frame budget allows, then the answer.
+
+The same questions with the square (or digit) on screen for the whole clip (``shown="steady"``,
+:func:`generate_visible_tasks`) need no tool: every frame the prompt samples shows the answer.
+They teach a policy to name what it sees, the skill the tool task then needs in its tool turn.
 """
 
 from __future__ import annotations
@@ -42,7 +46,14 @@ TOOL_COLOURS = ("red", "green", "blue")
 TOOL_DIGITS = tuple(str(d) for d in range(10))
 DIGIT_FONT_SIZE = 44  # about 28 x 33 pixels of ink on a 64 x 64 frame
 KINDS = ("colour", "digit")
-TASK_NAMES = {"colour": "tool_flash_colour", "digit": "tool_flash_digit"}
+# flash: between the prompt's samples only (the tool task); steady: on every frame (no tool needed).
+SHOWN = ("flash", "steady")
+TASK_NAMES = {("colour", "flash"): "tool_flash_colour", ("digit", "flash"): "tool_flash_digit",
+              ("colour", "steady"): "tool_visible_colour", ("digit", "steady"): "tool_visible_digit"}
+_QUESTIONS = {("colour", "flash"): "A square flashes for half a second. Which colour is it?",
+              ("digit", "flash"): "A digit flashes for half a second. Which digit is it?",
+              ("colour", "steady"): "A square is on screen. Which colour is it?",
+              ("digit", "steady"): "A digit is on screen. Which digit is it?"}
 # Most frames one tool call returns in the demo (worker.rollout.tools.frames_per_call).
 DEFAULT_FRAMES_PER_CALL = 8
 # The call tags of the Qwen chat templates (rollout/tools/calls.py; data/ may not import rollout/).
@@ -75,6 +86,7 @@ class ToolTask:
     """One question: frames, ground truth and where the flash is."""
 
     kind: str
+    shown: str  # "flash" (between the prompt's samples) or "steady" (every frame)
     problem_type: str
     problem: str
     answer: str
@@ -95,16 +107,29 @@ class ToolTask:
         return (self.last + 1) / self.fps  # frame i is on screen from i/fps to (i+1)/fps
 
 
-def make_tool_task(kind: str, index: int, seed: int = 0, cfg: SynthConfig = TOOL_VIDEO,
-                   params: VideoParams | None = None) -> ToolTask:
-    """Sample ``index`` of the task: content and gap cycle with the index, position is random."""
+def _check_variant(kind: str, shown: str) -> None:
     if kind not in KINDS:
         raise ConfigError(f"tool task kind must be one of {KINDS}, got {kind!r}")
-    gaps = flash_gaps(cfg, params)
+    if shown not in SHOWN:
+        raise ConfigError(f"tool task shown must be one of {SHOWN}, got {shown!r}")
+
+
+def make_tool_task(kind: str, index: int, seed: int = 0, cfg: SynthConfig = TOOL_VIDEO,
+                   params: VideoParams | None = None, *, shown: str = "flash") -> ToolTask:
+    """Sample ``index`` of the task: content and gap cycle with the index, position is random.
+    ``shown="steady"`` keeps the square or digit on screen from the first frame to the last."""
+    _check_variant(kind, shown)
     contents = TOOL_COLOURS if kind == "colour" else TOOL_DIGITS
     content = contents[index % len(contents)]
-    first, last = gaps[(index // len(contents)) % len(gaps)]
-    rng = np.random.default_rng([seed, KINDS.index(kind), index])
+    if shown == "flash":
+        gaps = flash_gaps(cfg, params)
+        first, last = gaps[(index // len(contents)) % len(gaps)]
+    else:
+        first, last = 0, cfg.n_frames - 1
+    # Each variant draws its own positions: a steady video is not a flash video lit throughout.
+    stream = [seed, KINDS.index(kind), index] + ([] if shown == "flash" else [SHOWN.index(shown)])
+    rng = np.random.default_rng(stream)
+    problem = _QUESTIONS[kind, shown]
     if kind == "colour":
         side = int(cfg.size * 0.75)  # most of the frame: a strong signal in few vision tokens
         x, y = (int(v) for v in rng.integers(0, cfg.size - side + 1, size=2))
@@ -112,13 +137,12 @@ def make_tool_task(kind: str, index: int, seed: int = 0, cfg: SynthConfig = TOOL
         frames[first:last + 1, y:y + side, x:x + side] = PALETTE[content]
         letter = "ABC"[TOOL_COLOURS.index(content)]
         options = tuple(f"{label}. {name}" for label, name in zip("ABC", TOOL_COLOURS))
-        return ToolTask(kind, "multiple choice", "A square flashes for half a second. Which colour is it?",
-                        letter, options, frames, first, last, content, cfg.fps, (x, y))
+        return ToolTask(kind, shown, "multiple choice", problem, letter, options, frames, first, last, content,
+                        cfg.fps, (x, y))
     xy = place_text(content, DIGIT_FONT_SIZE, cfg.size, cfg.size, rng)
     frames = render_frames(cfg.size, cfg.size, cfg.n_frames,
                            texts=[TextItem(content, xy, DIGIT_FONT_SIZE, "white", first, last)])
-    return ToolTask(kind, "numerical", "A digit flashes for half a second. Which digit is it?", content, None,
-                    frames, first, last, content, cfg.fps, xy)
+    return ToolTask(kind, shown, "numerical", problem, content, None, frames, first, last, content, cfg.fps, xy)
 
 
 def tool_call_fps(cfg: SynthConfig = TOOL_VIDEO, frames_per_call: int = DEFAULT_FRAMES_PER_CALL) -> float:
@@ -157,15 +181,48 @@ def tool_trajectory_text(answer: str, cfg: SynthConfig = TOOL_VIDEO, *, compact:
 class ToolTaskReport:
     out_dir: Path
     train_path: Path  # offline responses are the answer only (for a run without tools)
-    train_tools_path: Path  # the same rows, offline responses are tool-using trajectories
+    train_tools_path: Path | None  # the same rows, offline responses are tool-using trajectories (flash only)
     val_path: Path
     n_train: int
     n_val: int
     n_offline: int
 
     def summary(self) -> str:
-        return (f"wrote {self.n_train} train + {self.n_val} val rows ({self.n_offline} with offline tool "
-                f"trajectories) to {self.out_dir}")
+        offline = "offline tool trajectories" if self.train_tools_path is not None else "offline answers"
+        return f"wrote {self.n_train} train + {self.n_val} val rows ({self.n_offline} with {offline}) to {self.out_dir}"
+
+
+def _check_counts(n_train: int, n_val: int, offline_fraction: float) -> None:
+    if n_train < 1 or n_val < 0:
+        raise ConfigError(f"tool task: need n_train >= 1 and n_val >= 0, got {n_train} and {n_val}")
+    if not 0 <= offline_fraction <= 1:
+        raise ConfigError(f"tool task: offline_fraction must be in [0, 1], got {offline_fraction}")
+
+
+def _generate(out_dir: str | os.PathLike, n_train: int, n_val: int, kind: str, shown: str, seed: int,
+              offline_fraction: float, compact_calls: bool) -> ToolTaskReport:
+    _check_variant(kind, shown)
+    _check_counts(n_train, n_val, offline_fraction)
+    out = Path(out_dir).resolve()
+    name = TASK_NAMES[kind, shown]
+    n_offline = int(round(n_train * offline_fraction))
+    train: list[Sample] = []
+    train_tools: list[Sample] = []
+    val: list[Sample] = []
+    for index in range(n_val + n_train):
+        is_val = index < n_val
+        offline = not is_val and index - n_val < n_offline
+        plain, with_tools = _make_samples(out, name, make_tool_task(kind, index, seed, shown=shown), index, seed,
+                                          offline, compact_calls)
+        if is_val:
+            val.append(plain)
+        else:
+            train.append(plain)
+            train_tools.append(with_tools)
+    tools_path = write_samples(out / "train_tools.jsonl", train_tools) if shown == "flash" else None
+    return ToolTaskReport(out, write_samples(out / "train.jsonl", train), tools_path,
+                          write_samples(out / "val.jsonl", val), len(train), len(val),
+                          sum(1 for s in train if s.has_offline_trajectory))
 
 
 def generate_tool_tasks(out_dir: str | os.PathLike, n_train: int, n_val: int, *, kind: str = "colour",
@@ -176,44 +233,28 @@ def generate_tool_tasks(out_dir: str | os.PathLike, n_train: int, n_val: int, *,
     its call on one line with ``compact_calls``).
     Held-out rows come first in the index sequence, so a validation set of a multiple of
     ``3 * len(gaps)`` rows is balanced."""
-    if kind not in KINDS:
-        raise ConfigError(f"tool task kind must be one of {KINDS}, got {kind!r}")
-    if n_train < 1 or n_val < 0:
-        raise ConfigError(f"tool task: need n_train >= 1 and n_val >= 0, got {n_train} and {n_val}")
-    if not 0 <= offline_fraction <= 1:
-        raise ConfigError(f"tool task: offline_fraction must be in [0, 1], got {offline_fraction}")
-    out = Path(out_dir).resolve()
-    name = TASK_NAMES[kind]
-    n_offline = int(round(n_train * offline_fraction))
-    train: list[Sample] = []
-    train_tools: list[Sample] = []
-    val: list[Sample] = []
-    for index in range(n_val + n_train):
-        is_val = index < n_val
-        offline = not is_val and index - n_val < n_offline
-        plain, with_tools = _make_samples(out, name, kind, index, seed, offline, compact_calls)
-        if is_val:
-            val.append(plain)
-        else:
-            train.append(plain)
-            train_tools.append(with_tools)
-    return ToolTaskReport(out, write_samples(out / "train.jsonl", train),
-                          write_samples(out / "train_tools.jsonl", train_tools), write_samples(out / "val.jsonl", val),
-                          len(train), len(val), sum(1 for s in train if s.has_offline_trajectory))
+    return _generate(out_dir, n_train, n_val, kind, "flash", seed, offline_fraction, compact_calls)
 
 
-def _make_samples(out: Path, name: str, kind: str, index: int, seed: int, offline: bool,
+def generate_visible_tasks(out_dir: str | os.PathLike, n_train: int, n_val: int, *, kind: str = "colour",
+                           seed: int = 0, offline_fraction: float = 1.0) -> ToolTaskReport:
+    """The same questions with the answer on every frame (``shown="steady"``): ``train.jsonl``
+    (offline responses: the answer) and ``val.jsonl`` under ``out_dir``. A policy that looks at
+    its prompt's frames can answer them; a held-out set of a multiple of 3 rows is balanced."""
+    return _generate(out_dir, n_train, n_val, kind, "steady", seed, offline_fraction, False)
+
+
+def _make_samples(out: Path, name: str, task: ToolTask, index: int, seed: int, offline: bool,
                   compact_calls: bool) -> tuple[Sample, Sample]:
     """The row without and with a tool-using offline trajectory (the same row when it has none)."""
-    task = make_tool_task(kind, index, seed)
     video = save_video(out / "media" / name / f"{index:04d}.mp4", task.frames, task.fps)
     row: dict[str, Any] = {"problem_id": f"synth-{name}-{index:04d}", "problem": task.problem,
                            "answer": task.answer, "problem_type": task.problem_type, "videos": [str(video)]}
     if task.options is not None:
         row["options"] = list(task.options)
-    row["synth"] = {"task": name, "seed": seed, "content": task.content, "flash_first": task.first,
-                    "flash_last": task.last, "flash_start_s": task.start_s, "flash_end_s": task.end_s,
-                    "xy": list(task.xy), "sampled_frames": sampled_frames()}
+    row["synth"] = {"task": name, "seed": seed, "shown": task.shown, "content": task.content,
+                    "flash_first": task.first, "flash_last": task.last, "flash_start_s": task.start_s,
+                    "flash_end_s": task.end_s, "xy": list(task.xy), "sampled_frames": sampled_frames()}
     rows = [row, row]
     if offline:
         rows = [{**row, "has_offline_trajectory": True, "offline_output": f"<answer>{task.answer}</answer>"},
@@ -229,6 +270,7 @@ def _make_samples(out: Path, name: str, kind: str, index: int, seed: int, offlin
     return samples[0], samples[1]
 
 
-__all__ = ["BACKGROUND", "KINDS", "TOOL_COLOURS", "TOOL_DIGITS", "TOOL_SAMPLE_FPS", "TOOL_VIDEO", "ToolTask",
-           "ToolTaskReport", "flash_gaps", "generate_tool_tasks", "make_tool_task", "prompt_video_params",
+__all__ = ["BACKGROUND", "KINDS", "SHOWN", "TOOL_COLOURS", "TOOL_DIGITS", "TOOL_SAMPLE_FPS", "TOOL_VIDEO", "ToolTask",
+           "ToolTaskReport", "flash_gaps", "generate_tool_tasks", "generate_visible_tasks", "make_tool_task",
+           "prompt_video_params",
            "sampled_frames", "tool_call_arguments", "tool_call_fps", "tool_trajectory_text"]

@@ -53,8 +53,11 @@ TAG_TOKENS = ("<think>", "</think>", "<answer>", "</answer>")
 
 # The pieces of a JSON ``get_frames`` call as single tokens (``evr1 demo --tools``' model only):
 # the BPE vocabulary spells them in ~70 pieces, too long for a two-layer policy to copy exactly.
+# ``}}`` closes the call's two objects in one token, as in the real Qwen vocabularies: spelt
+# ``}`` ``}``, a model that mostly learns which token follows which cannot count the braces
+# (it wrote ``2}</tool_call>`` as often as ``2}}</tool_call>``).
 TOOL_CALL_TOKENS = ("<tool_call>", "</tool_call>", '{"name": "get_frames", "arguments": ',
-                    '{"start_s": ', '"end_s": ')
+                    '{"start_s": ', '"end_s": ', "}}")
 
 DEFAULT_VOCAB_SIZE = 450
 SYSTEM_PROMPT = "You are a helpful assistant."

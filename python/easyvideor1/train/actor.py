@@ -36,7 +36,7 @@ from easyvideor1.models.trajectory import Trajectory
 from easyvideor1.train.actor_group import ActorGroup
 from easyvideor1.train.batching import token_budget_microbatches
 from easyvideor1.train.data_parallel import DataParallel, RankShard, shard_batch, update_plan
-from easyvideor1.train.distributed import World, balanced_vision_calls, should_shard, wrap_fsdp
+from easyvideor1.train.distributed import World, balanced_vision_calls, should_shard, vision_tower, wrap_fsdp
 from easyvideor1.train.schedule import build_scheduler
 
 
@@ -102,6 +102,8 @@ def configure_vlm(model: Any, cfg: ActorConfig, device: torch.device, *, trainab
         model.requires_grad_(False)
         model.eval()
     else:
+        if cfg.freeze_vision_tower:
+            vision_tower(model).requires_grad_(False)
         model.train()
     return model.to(device)
 
@@ -158,8 +160,9 @@ class Actor(ActorGroup):
             if self.sharded:
                 wrap_fsdp(self.ref_model, actor_cfg.fsdp, world)
         optim = actor_cfg.optim
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=optim.lr, betas=tuple(optim.betas),
-                                           weight_decay=optim.weight_decay)
+        # Frozen parameters (worker.actor.freeze_vision_tower) get no optimizer state and no decay.
+        self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=optim.lr,
+                                           betas=tuple(optim.betas), weight_decay=optim.weight_decay)
         self.scheduler = build_scheduler(self.optimizer, warmup_steps=optim.warmup_steps, total_steps=total_steps,
                                          schedule=optim.schedule, min_lr_ratio=optim.min_lr_ratio)
 
@@ -374,10 +377,13 @@ class Actor(ActorGroup):
                 entropy = -(log_softmax.exp() * log_softmax).sum(-1)
             else:
                 log_probs, entropy = self._log_probs(self.model, batch)
+        offline = torch.tensor([m.is_offline for m in members], device=device)
+        offline_loss = algo.mix_policy.offline_loss if algo.mix_policy.enable else "policy"
         pg_loss, pg_metrics = compute_policy_loss(
             algo.policy_loss, old, log_probs, adv, mask, loss_agg_mode=algo.loss_agg_mode,
             clip_ratio_low=algo.clip_ratio_low, clip_ratio_high=algo.clip_ratio_high,
-            clip_ratio_dual=algo.clip_ratio_dual, entropies=entropy, **agg,
+            clip_ratio_dual=algo.clip_ratio_dual, entropies=entropy, offline=offline, offline_loss=offline_loss,
+            **agg,
         )
         loss = pg_loss
         out: dict[str, float] = {}
@@ -410,9 +416,10 @@ class Actor(ActorGroup):
             with torch.no_grad():
                 per_token, _ = policy_loss_per_token(
                     algo.policy_loss, old, log_probs.detach(), adv, mask, clip_ratio_low=algo.clip_ratio_low,
-                    clip_ratio_high=algo.clip_ratio_high, clip_ratio_dual=algo.clip_ratio_dual)
+                    clip_ratio_high=algo.clip_ratio_high, clip_ratio_dual=algo.clip_ratio_dual, offline=offline,
+                    offline_loss=offline_loss)
                 magnitude = torch.where(mask.bool(), per_token.abs(), torch.zeros_like(per_token)).sum(-1)
-            offline = torch.tensor([m.is_offline for m in members], device=magnitude.device)
+            offline = offline.to(magnitude.device)
             out["_offline_seqs"] = float(offline.sum())
             out["_offline"], out["_magnitude"] = float(magnitude[offline].sum()), float(magnitude.sum())
         return out
@@ -471,6 +478,11 @@ class Actor(ActorGroup):
             set_optimizer_state_dict(self.model, self.optimizer, state["optimizer"],
                                      options=StateDictOptions(full_state_dict=True))
         else:
+            saved = sum(len(group["params"]) for group in state["optimizer"]["param_groups"])
+            trained = sum(len(group["params"]) for group in self.optimizer.param_groups)
+            if saved != trained:
+                raise ConfigError(f"the checkpoint's optimizer trains {saved} parameter tensors, this actor {trained}: "
+                                  "resume with the worker.actor.freeze_vision_tower it was saved with")
             self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
 

@@ -127,7 +127,7 @@ def vision_call_balance(model: torch.nn.Module, has_images: bool, has_videos: bo
     missing = int(not has_images) + int(not has_videos)
     if missing == 0:
         return None
-    visual = _vision_tower(model)
+    visual = vision_tower(model)
     cfg = model.config.vision_config
     merge = int(getattr(cfg, "spatial_merge_size", 2))
     temporal = int(getattr(cfg, "temporal_patch_size", 2))
@@ -146,7 +146,7 @@ def vision_call_balance(model: torch.nn.Module, has_images: bool, has_videos: bo
     return total
 
 
-def _vision_tower(model: torch.nn.Module) -> torch.nn.Module:
+def vision_tower(model: torch.nn.Module) -> torch.nn.Module:
     for path in ("model.visual", "visual"):
         node: Any = model
         for part in path.split("."):
