@@ -75,8 +75,6 @@ class ToolDemoSettings(DemoSettings):
     # source of a valid call at first) weighs as much as the policy's own response.
     group_size: int = 2
     batch_questions: int = 8
-    # Above `evr1 demo`'s 1e-3: the call is 10 tokens to copy exactly (an answer is 3).
-    lr: float = 2e-3
     warmup_steps: int = 3
 
 
