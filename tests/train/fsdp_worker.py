@@ -80,6 +80,20 @@ def run_world(world_size: int, model_dir: Path, media: Path, out: Path, *, port:
     return torch.load(out / f"world{world_size}-{precision}{suffix}.pt", weights_only=True)
 
 
+def one_rank_and_two(model_dir: Path, media: Path, out: Path, ports: tuple[int, int], **options) -> tuple[dict, dict]:
+    """Run the check on one rank and on two (``run_world`` options); assert that both saw the same
+    loss and the same gradients, by name; return (one rank's, two ranks') results."""
+    import math
+
+    single = run_world(1, model_dir, media, out, port=ports[0], **options)
+    sharded = run_world(2, model_dir, media, out, port=ports[1], **options)
+    assert math.isclose(sharded["loss"], single["loss"], rel_tol=1e-5, abs_tol=1e-7), (sharded["loss"], single["loss"])
+    assert set(sharded["grads"]) == set(single["grads"])
+    for name, grad in single["grads"].items():
+        torch.testing.assert_close(sharded["grads"][name], grad, rtol=1e-4, atol=1e-6, msg=name)
+    return single, sharded
+
+
 def launch_world(script: str, argv: list[str], world_size: int, port: int, timeout: float, **env_extra: str) -> None:
     """Run ``world_size`` ranks of ``script`` (torchrun-style env) to completion.
 
