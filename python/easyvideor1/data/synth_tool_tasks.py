@@ -272,5 +272,4 @@ def _make_samples(out: Path, name: str, task: ToolTask, index: int, seed: int, o
 
 __all__ = ["BACKGROUND", "KINDS", "SHOWN", "TOOL_COLOURS", "TOOL_DIGITS", "TOOL_SAMPLE_FPS", "TOOL_VIDEO", "ToolTask",
            "ToolTaskReport", "flash_gaps", "generate_tool_tasks", "generate_visible_tasks", "make_tool_task",
-           "prompt_video_params",
-           "sampled_frames", "tool_call_arguments", "tool_call_fps", "tool_trajectory_text"]
+           "prompt_video_params", "sampled_frames", "tool_call_arguments", "tool_call_fps", "tool_trajectory_text"]
