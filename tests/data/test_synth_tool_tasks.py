@@ -4,6 +4,7 @@ and the answers are exact (checked from decoded pixels, not from the generator's
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -220,3 +221,24 @@ def test_compact_calls_write_the_call_on_one_line_in_the_tools_file_only(tmp_pat
         assert sample.offline_output == tool_trajectory_text(sample.answer, compact=True)
         assert sample.offline_output.startswith('<tool_call>{"name": "get_frames"')
     assert all(s.offline_output == f"<answer>{s.answer}</answer>" for s in load_samples(report.train_path))
+
+
+def test_no_train_video_is_a_held_out_one(tmp_path):
+    """Positions are random, so a train row can draw a held-out row's colour, gap and position
+    (seed 1 of the sight task at the demo's 24 + 18 rows did): such a row is redrawn, every other
+    row keeps its first draw."""
+    import hashlib
+
+    report = generate_visible_tasks(tmp_path, n_train=24, n_val=18, kind="colour", seed=1)
+
+    def digests(path):
+        return [hashlib.sha256(Path(s.videos[0]).read_bytes()).hexdigest() for s in load_samples(path)]
+
+    assert not set(digests(report.val_path)) & set(digests(report.train_path))
+    train = load_samples(report.train_path)
+    first_draws = [make_tool_task("colour", 18 + i, seed=1, shown="steady").xy for i in range(24)]
+    redrawn = [i for i, s in enumerate(train) if tuple(s.extra["synth"]["xy"]) != tuple(first_draws[i])]
+    assert len(redrawn) == 1, redrawn
+    # The first draw of that row was a held-out video, so without the redraw the check above fails.
+    val_keys = {(s.extra["synth"]["content"], tuple(s.extra["synth"]["xy"])) for s in load_samples(report.val_path)}
+    assert (train[redrawn[0]].extra["synth"]["content"], tuple(first_draws[redrawn[0]])) in val_keys

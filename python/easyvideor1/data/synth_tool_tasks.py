@@ -54,6 +54,8 @@ _QUESTIONS = {("colour", "flash"): "A square flashes for half a second. Which co
               ("digit", "flash"): "A digit flashes for half a second. Which digit is it?",
               ("colour", "steady"): "A square is on screen. Which colour is it?",
               ("digit", "steady"): "A digit is on screen. Which digit is it?"}
+# Positions a train row may draw before its video must differ from every held-out one.
+MAX_REDRAWS = 100
 # Most frames one tool call returns in the demo (worker.rollout.tools.frames_per_call).
 DEFAULT_FRAMES_PER_CALL = 8
 # The call tags of the Qwen chat templates (rollout/tools/calls.py; data/ may not import rollout/).
@@ -115,9 +117,10 @@ def _check_variant(kind: str, shown: str) -> None:
 
 
 def make_tool_task(kind: str, index: int, seed: int = 0, cfg: SynthConfig = TOOL_VIDEO,
-                   params: VideoParams | None = None, *, shown: str = "flash") -> ToolTask:
+                   params: VideoParams | None = None, *, shown: str = "flash", redraw: int = 0) -> ToolTask:
     """Sample ``index`` of the task: content and gap cycle with the index, position is random.
-    ``shown="steady"`` keeps the square or digit on screen from the first frame to the last."""
+    ``shown="steady"`` keeps the square or digit on screen from the first frame to the last;
+    ``redraw`` > 0 draws another position for the same index."""
     _check_variant(kind, shown)
     contents = TOOL_COLOURS if kind == "colour" else TOOL_DIGITS
     content = contents[index % len(contents)]
@@ -128,6 +131,8 @@ def make_tool_task(kind: str, index: int, seed: int = 0, cfg: SynthConfig = TOOL
         first, last = 0, cfg.n_frames - 1
     # Each variant draws its own positions: a steady video is not a flash video lit throughout.
     stream = [seed, KINDS.index(kind), index] + ([] if shown == "flash" else [SHOWN.index(shown)])
+    # Past SHOWN's indices: a flash row's redraw never reuses a steady row's stream.
+    stream += [MAX_REDRAWS + redraw] if redraw else []
     rng = np.random.default_rng(stream)
     problem = _QUESTIONS[kind, shown]
     if kind == "colour":
@@ -209,11 +214,16 @@ def _generate(out_dir: str | os.PathLike, n_train: int, n_val: int, kind: str, s
     train: list[Sample] = []
     train_tools: list[Sample] = []
     val: list[Sample] = []
+    held_out: set[tuple] = set()
     for index in range(n_val + n_train):
         is_val = index < n_val
         offline = not is_val and index - n_val < n_offline
-        plain, with_tools = _make_samples(out, name, make_tool_task(kind, index, seed, shown=shown), index, seed,
-                                          offline, compact_calls)
+        task = make_tool_task(kind, index, seed, shown=shown)
+        if is_val:
+            held_out.add(_video_key(task))
+        else:
+            task = _unlike_held_out(task, held_out, index, seed)
+        plain, with_tools = _make_samples(out, name, task, index, seed, offline, compact_calls)
         if is_val:
             val.append(plain)
         else:
@@ -242,6 +252,24 @@ def generate_visible_tasks(out_dir: str | os.PathLike, n_train: int, n_val: int,
     (offline responses: the answer) and ``val.jsonl`` under ``out_dir``. A policy that looks at
     its prompt's frames can answer them; a held-out set of a multiple of 3 rows is balanced."""
     return _generate(out_dir, n_train, n_val, kind, "steady", seed, offline_fraction, False)
+
+
+def _video_key(task: ToolTask) -> tuple:
+    """What makes the video: two tasks with the same key have the same frames."""
+    return task.content, task.first, task.last, tuple(task.xy)
+
+
+def _unlike_held_out(task: ToolTask, held_out: set[tuple], index: int, seed: int) -> ToolTask:
+    """``task``, or a redraw of its position if a held-out row has the same video: a held-out
+    question is never one the policy trained on. Rows that differ keep their first draw."""
+    redraw = 0
+    while _video_key(task) in held_out:
+        redraw += 1
+        if redraw > MAX_REDRAWS:
+            raise ConfigError(f"tool task: train row {index} ({task.content!r}) has no position left that no "
+                              "held-out row uses: ask for fewer held-out rows")
+        task = make_tool_task(task.kind, index, seed, shown=task.shown, redraw=redraw)
+    return task
 
 
 def _make_samples(out: Path, name: str, task: ToolTask, index: int, seed: int, offline: bool,
