@@ -244,3 +244,20 @@ def test_offline_losses_are_the_configs_choices():
     annotation = MixPolicyConfig.model_fields["offline_loss"].annotation
     assert typing.get_args(annotation) == OFFLINE_LOSSES
     assert MixPolicyConfig().offline_loss == "policy"
+
+
+def test_config_offers_exactly_the_names_the_algorithms_take():
+    """The config's choices are Literals (pure algos/ cannot import config/): they must name what
+    algos/ implements, no more and no less, or a valid config would fail at the first step."""
+    from typing import get_args
+
+    from easyvideor1.algos import ADVANTAGE_ESTIMATORS, OFFLINE_LOSSES
+    from easyvideor1.config.schema import AlgorithmConfig, MixPolicyConfig
+
+    def choices(section, field):
+        return set(get_args(section.model_fields[field].annotation))
+
+    assert choices(AlgorithmConfig, "policy_loss") == set(POLICY_LOSSES)
+    assert choices(AlgorithmConfig, "loss_agg_mode") == set(LOSS_AGG_MODES)
+    assert choices(AlgorithmConfig, "adv_estimator") == set(ADVANTAGE_ESTIMATORS)
+    assert choices(MixPolicyConfig, "offline_loss") == set(OFFLINE_LOSSES)

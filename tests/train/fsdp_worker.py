@@ -131,6 +131,31 @@ def full_grads(actor) -> dict:
     return grads
 
 
+def resume_checks(actor, cfg, world, model_dir: str) -> dict:
+    """With the vision tower frozen: the actor's own trainer state loads back, and an unfrozen
+    actor's is refused with the reason (on every rank, no hang)."""
+    from easyvideor1.errors import ConfigError
+    from easyvideor1.train.actor import Actor
+
+    def as_saved(state: dict) -> dict:
+        # Rank 0 holds the full state and writes the checkpoint; every rank resumes from that file.
+        if world.distributed:
+            holder = [state]
+            torch.distributed.broadcast_object_list(holder, src=0)
+            state = holder[0]
+        return state
+
+    actor.load_trainer_state(as_saved(actor.trainer_state()))
+    unfrozen_cfg = cfg.worker.actor.model_copy(update={"freeze_vision_tower": False})
+    unfrozen = Actor(model_dir, unfrozen_cfg, cfg.algorithm, world, total_steps=1, pad_token_id=0,
+                     max_response_length=8)
+    try:
+        actor.load_trainer_state(as_saved(unfrozen.trainer_state()))
+    except ConfigError as exc:
+        return {"own_state_loaded": True, "unfrozen_state_refused": str(exc)}
+    return {"own_state_loaded": True, "unfrozen_state_refused": ""}
+
+
 def main() -> None:
     model_dir, media_dir, out_dir = sys.argv[1:4]
     from easyvideor1.config import load_config
@@ -164,11 +189,12 @@ def main() -> None:
     engine_copy_exact = set(fp32) == set(bf16) and all(
         bf16[k].dtype == (torch.bfloat16 if v.is_floating_point() else v.dtype)
         and torch.equal(bf16[k], v.to(bf16[k].dtype)) for k, v in fp32.items())
+    resume = resume_checks(actor, cfg, world, model_dir) if cfg.worker.actor.freeze_vision_tower else {}
     if world.rank == 0:
         suffix = ("-mixed" if os.environ.get("EVR1_FSDP_MIXED") == "1" else "") + \
             ("-frozen" if os.environ.get("EVR1_FSDP_FREEZE_VISION") == "1" else "")
         torch.save({"loss": stats["actor/pg_loss"], "grads": grads, "engine_copy_exact": engine_copy_exact,
-                    "state_tensors": len(fp32)},
+                    "state_tensors": len(fp32), **resume},
                    Path(out_dir) / f"world{world.world_size}-{precision}{suffix}.pt")
     if world.distributed:
         torch.distributed.barrier()

@@ -113,6 +113,19 @@ def test_cli_refuses_no_seeds(capsys, tmp_path):
     assert "--seeds must be >= 1" in capsys.readouterr().err
 
 
+def test_cli_refuses_bad_flags_before_writing(capsys, tmp_path):
+    out = tmp_path / "never"
+    assert main(["demo", "--out", str(out), "--base-steps", "3"]) == 1
+    assert "--base-steps is the sight run" in capsys.readouterr().err
+    assert not out.exists()
+    a_file = tmp_path / "a-file"
+    a_file.write_text("kept")
+    for tools in ([], ["--tools"]):
+        assert main(["demo", "--out", str(a_file), *tools]) == 1
+        assert f"--out {a_file} is a file" in capsys.readouterr().err
+    assert a_file.read_text() == "kept"
+
+
 @pytest.mark.timeout(1200)  # three short demos: about 2 minutes on 2 idle cores, 10 when shared
 def test_seeds_mode_and_same_seed_same_table(tmp_path, capsys):
     """`--seeds 2` runs seeds 5 and 6 in OUT/seed-K with the spread per task; seed 5 run again on

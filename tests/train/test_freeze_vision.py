@@ -60,5 +60,9 @@ def test_resume_with_another_freeze_choice_is_refused(tiny_model_dir):
 
 def test_two_ranks_match_one_with_the_vision_tower_frozen(tiny_model_dir, tmp_path):
     media = make_media(tmp_path / "media")
-    single, _ = one_rank_and_two(tiny_model_dir, media, tmp_path, (free_port(), free_port()), frozen=True)
+    single, sharded = one_rank_and_two(tiny_model_dir, media, tmp_path, (free_port(), free_port()), frozen=True)
     assert single["grads"] and not any("visual" in name for name in single["grads"])
+    # Resume under FSDP too: the frozen actor's own state loads, an unfrozen one's is refused.
+    for world in (single, sharded):
+        assert world["own_state_loaded"]
+        assert "freeze_vision_tower" in world["unfrozen_state_refused"]

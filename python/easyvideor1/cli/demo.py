@@ -15,13 +15,17 @@ def _demo(args) -> int:
     from easyvideor1.logging import attach_log_file
     from easyvideor1.train.demo import DemoSettings, run_demo, run_demo_seeds
 
+    # The flags are checked before anything is written under --out.
     if args.seeds < 1:
         raise ConfigError(f"demo: --seeds must be >= 1, got {args.seeds}")
-    attach_log_file(Path(args.out).resolve() / "evr1.log")  # every line of the run, third-party ones too
+    if args.base_steps is not None and not args.tools:
+        raise ConfigError("demo: --base-steps is the sight run of `evr1 demo --tools`: add --tools or leave it out")
+    out = Path(args.out).resolve()
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"demo: --out {out} is a file; give a folder (made if missing)")
+    attach_log_file(out / "evr1.log")  # every line of the run, third-party ones too
     if args.tools:
         return _tools_demo(args)
-    if args.base_steps is not None:
-        raise ConfigError("demo: --base-steps is the sight run of `evr1 demo --tools`: add --tools or leave it out")
     given = {field: getattr(args, flag) for flag, field in _FIELDS.items() if getattr(args, flag) is not None}
     settings = DemoSettings(out_dir=Path(args.out).resolve(), distributed=args.distributed, **given)
     if args.seeds > 1:

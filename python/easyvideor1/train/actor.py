@@ -472,17 +472,19 @@ class Actor(ActorGroup):
         return {"optimizer": optim_state, "scheduler": self.scheduler.state_dict()}
 
     def load_trainer_state(self, state: dict[str, Any]) -> None:
+        # Both layouts list each group's parameters (ids, or names when sharded); the same count on
+        # every rank, so all ranks refuse together before any collective.
+        saved = sum(len(group["params"]) for group in state["optimizer"]["param_groups"])
+        trained = sum(len(group["params"]) for group in self.optimizer.param_groups)
+        if saved != trained:
+            raise ConfigError(f"the checkpoint's optimizer trains {saved} parameter tensors, this actor {trained}: "
+                              "resume with the worker.actor.freeze_vision_tower it was saved with")
         if self.sharded:
             from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
 
             set_optimizer_state_dict(self.model, self.optimizer, state["optimizer"],
                                      options=StateDictOptions(full_state_dict=True))
         else:
-            saved = sum(len(group["params"]) for group in state["optimizer"]["param_groups"])
-            trained = sum(len(group["params"]) for group in self.optimizer.param_groups)
-            if saved != trained:
-                raise ConfigError(f"the checkpoint's optimizer trains {saved} parameter tensors, this actor {trained}: "
-                                  "resume with the worker.actor.freeze_vision_tower it was saved with")
             self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
 
