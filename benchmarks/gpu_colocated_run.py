@@ -71,7 +71,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.perf_counter()
-    import easyvideor1.rollout.weights as weights
+    import easyvideor1.weight_sync.host as weights
     from easyvideor1.train.trainer import RLTrainer
 
     weights.WEIGHT_TRANSPORT = args.transport

@@ -7,8 +7,14 @@ videos (21.5k visual tokens each), n=8 responses of up to 256 tokens per questio
 step warms up (CUDA kernels, allocator); the last step's split is the result. Also reports
 what the adaptive keep policy chose for the update's micro-batches (models/checkpointing.py).
 
+``--shared-prefix both`` alternates the actor's shared-prefix layout (worker.actor.shared_prefix)
+off and on from step to step in one run (after the warm-up step), so the two are measured on the
+same machine and batch shapes; each row gives tokens/s of old log-probs and the update both as
+forwarded (a group's prompt once when shared) and as logical tokens (prompt + response per response).
+
 usage (GPU): python benchmarks/gpu_rl_step.py --model DIR [--frames 128 --height 392 --width 672]
              [--questions 1 --n 8] [--max-response 256] [--steps 2] [--transport auto|parts|shm]
+             [--shared-prefix on|off|both]
        CPU smoke: python benchmarks/gpu_rl_step.py --smoke
 """
 
@@ -49,6 +55,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--gpu-memory-utilization", type=float, default=0.3)
     ap.add_argument("--compile", action="store_true", help="worker.actor.compile=true")
     ap.add_argument("--keep-policy", default="auto", choices=("auto", "fixed", "adaptive"))
+    ap.add_argument("--shared-prefix", default="on", choices=("on", "off", "both"),
+                    help="both: alternate off/on per step after the first (use --steps 5 or more)")
     ap.add_argument("--workdir")
     ap.add_argument("--out", help="write the rows as JSON lines here")
     args = ap.parse_args(argv)
@@ -60,7 +68,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.perf_counter()
-    import easyvideor1.rollout.weights as weights
+    import easyvideor1.weight_sync.host as weights
     from easyvideor1.train.trainer import RLTrainer
 
     weights.WEIGHT_TRANSPORT = args.transport
@@ -109,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
                 if getattr(trainer.actor, "keep_policy", None) is not None:
                     trainer.actor.keep_policy.peak_bytes = 0
                 del choices[:]
+                shared = _choose_shared(trainer, args.shared_prefix)
                 m = trainer.train_step()
                 seqs = args.questions * args.n
                 tokens = m["perf/tokens_per_s"] * m["time/step_s"]
@@ -121,18 +130,46 @@ def main(argv: list[str] | None = None) -> int:
                        "actor_peak_gib": actor_peak_gib(trainer),
                        "sync": trainer.policy_sync.last_sync,
                        "weights": getattr(trainer.policy_sync.engine, "last_update", {}),
-                       "keep": choices[:4], "keep_scale": round(keep.scale, 3) if keep else None}
+                       "keep": choices[:4], "keep_scale": round(keep.scale, 3) if keep else None,
+                       "shared_prefix": shared, **_token_rates(trainer, m, tokens)}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
         finally:
             trainer.close()
     if args.out:
         Path(args.out).write_text("".join(json.dumps(r) + "\n" for r in rows))
-    print(markdown_table(rows, ["step", *PHASES, "tokens", "tokens_per_s_per_gpu", "response_tokens_per_s",
-                                "actor_peak_gib"]))
+    print(markdown_table(rows, ["step", "shared_prefix", *PHASES, "tokens", "forwarded_tokens",
+                                "log_prob_tokens_per_s_logical", "log_prob_tokens_per_s_forwarded",
+                                "update_tokens_per_s_logical", "update_tokens_per_s_forwarded",
+                                "tokens_per_s_per_gpu", "response_tokens_per_s", "actor_peak_gib"]))
     print(json.dumps({"setup_s": round(setup_s, 1), "frame_cache": cache,
                       "seconds": round(time.perf_counter() - started, 1)}), flush=True)
     return 0 if rows and all(r["step_s"] > 0 for r in rows) else 1
+
+
+def _choose_shared(trainer, mode: str) -> bool:
+    """The layout of this step: fixed, or with ``both`` off on odd steps and on on even ones (the
+    first step, a warm-up, runs on)."""
+    actor = trainer.actor
+    if not hasattr(actor, "shared"):
+        return False
+    if not hasattr(actor, "_bench_shared_ok"):  # what the config and model allow (train/vlm.py)
+        actor._bench_shared_ok = actor.shared
+    on = trainer.step % 2 == 0 if mode == "both" else mode == "on"
+    actor.shared = on and actor._bench_shared_ok
+    return bool(actor.shared)
+
+
+def _token_rates(trainer, m: dict, logical: float) -> dict:
+    """Old log-probs' and the update's tokens/s, logical (every response's whole sequence) and as
+    forwarded (what the actor's last log-prob pass laid out)."""
+    forwarded = float(getattr(trainer.actor, "last_log_prob_shard", {}).get("tokens", logical))
+    out = {"forwarded_tokens": int(forwarded)}
+    for phase, key in (("log_prob", "log_prob_s"), ("update", "update_s")):
+        seconds = max(m[f"time/{key}"], 1e-9)
+        out[f"{phase}_tokens_per_s_logical"] = round(logical / seconds, 1)
+        out[f"{phase}_tokens_per_s_forwarded"] = round(forwarded / seconds, 1)
+    return out
 
 
 if __name__ == "__main__":

@@ -1,15 +1,24 @@
-"""In-place weight sync into vLLM at a real model size: time per GB, by source and transport.
+"""Colocated weight sync into vLLM at a real model size: the bucketed sync against the file path.
 
-One vLLM engine on ``--model``; the same weights pushed from every kind of actor state dict —
-bf16 on the host (an unsharded bf16 actor), fp32 on the host (an fp32-master actor's full state
-dict: cast on the way), and FSDP2 shards (DTensors on the GPU, gathered and cast part by part) —
-through each transport: safetensors bytes in parts below vLLM's RPC limit (whole layers
-together), and one file in /dev/shm. Before each timed push the engine gets other weights (so
-every push really changes them); after it, a greedy video request's log-probs must equal the
-engine's own on the original weights after a prefix-cache reset (like-for-like prefill).
+One vLLM engine (sleep mode, level 2, as the colocated loop runs it) and the actor's model on the
+same GPU (fp32 master weights, as the trainer keeps them; ``--fsdp``: wrapped in FSDP2 on one
+rank, so every tensor is gathered). Each round syncs twice per method, alternating which method
+goes first (machines are noisy): once to perturbed weights (every parameter scaled, so the sync
+really changes them) and once back to the original weights. A sync is what the trainer's
+``PolicySync`` does after an update, timed whole: sleep already done, then wake the weights, move
+them, wake the KV cache, reset the caches.
 
-usage (GPU): python benchmarks/gpu_weight_sync.py --model DIR [--sources bf16,fp32,fsdp2]
-             [--transports parts,shm] [--part-gib 2]
+* ``file``: the path before the bucket sync: the state dict cast on the GPU, copied to the host
+  tensor by tensor, one safetensors file in /dev/shm, vLLM's layerwise reload from it;
+* ``buckets``: :class:`~easyvideor1.weight_sync.sender.BucketSender` through the transport
+  ``EnginePolicySync`` picks (CUDA IPC on a GPU: the cast into a reusable bucket on the device,
+  the engine's worker opens it by handle and loads views of it; host bytes on CPU).
+
+After every sync back to the original weights, the engine's greedy tokens and log-probs on one
+video prompt (one prompt per ``generate`` call) must equal those the fresh engine gave on the
+same weights before any sync; after a sync to the perturbed weights they must differ.
+
+usage (GPU): python benchmarks/gpu_weight_sync.py --model DIR [--rounds 3] [--bucket-mib 1024] [--fsdp]
        CPU smoke: python benchmarks/gpu_weight_sync.py --smoke
 """
 
@@ -26,14 +35,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _gpu_rl import markdown_table, on_gpu  # noqa: E402
 
+COLUMNS = ["round", "method", "target", "sync_s", "wake_s", "move_s", "transport", "buckets", "tensors", "gb",
+           "gpu_awake_gib", "same_tokens", "lp_diff_max"]
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model")
-    ap.add_argument("--smoke", action="store_true", help="CPU smoke mode: a tiny model forced into >= 3 parts")
-    ap.add_argument("--sources", default="bf16,fp32,fsdp2")
-    ap.add_argument("--transports", default="parts,shm")
-    ap.add_argument("--part-gib", type=float, default=2.0, help="part limit (rollout.weights.RPC_PART_BYTES)")
+    ap.add_argument("--smoke", action="store_true", help="CPU smoke mode: a tiny model, small buckets")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--methods", default="file,buckets")
+    ap.add_argument("--bucket-mib", type=float, default=1024)
+    ap.add_argument("--fsdp", action="store_true", help="the actor as FSDP2 shards of a one-rank world")
     ap.add_argument("--gpu-memory-utilization", type=float, default=0.3)
     ap.add_argument("--frames", type=int, default=16)
     ap.add_argument("--height", type=int, default=252)
@@ -42,25 +55,42 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
-def fsdp2_state(model_dir: str, device: str):
-    """The FSDP2 actor's own state dict: DTensor shards of a one-rank world on ``device``."""
+class _Actor:
+    """What ``PolicySync.sync`` reads of an actor: its model."""
+
+    def __init__(self, model):
+        self.model = model
+
+
+def load_actor(model_dir: str, device: str, fsdp: bool):
     import torch
-    import torch.distributed as dist
-    from torch.distributed.fsdp import fully_shard
     from transformers import AutoModelForImageTextToText
 
-    if not dist.is_initialized():
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", "29517")
-        dist.init_process_group("nccl" if device == "cuda" else "gloo", rank=0, world_size=1)
-    # A bf16 actor on the GPU; on CPU the fp32 the engine serves there.
-    dtype = torch.bfloat16 if device == "cuda" else torch.float32
-    model = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=dtype).to(device)
-    for layer in model.modules():
-        if type(layer).__name__ in set(model._no_split_modules or ()):
-            fully_shard(layer)
-    fully_shard(model)
-    return model.state_dict(), model
+    model = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=torch.float32).to(device)
+    if fsdp:
+        import torch.distributed as dist
+        from torch.distributed.fsdp import fully_shard
+
+        if not dist.is_initialized():
+            os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+            os.environ.setdefault("MASTER_PORT", "29517")
+            dist.init_process_group("nccl" if device == "cuda" else "gloo", rank=0, world_size=1)
+        for layer in model.modules():
+            if type(layer).__name__ in set(model._no_split_modules or ()):
+                fully_shard(layer)
+        fully_shard(model)
+    return model
+
+
+def host_state(model, dtype) -> dict:
+    """The file path's state dict: each tensor gathered, cast on its device, copied to the host."""
+    from easyvideor1.weight_sync.sender import clean_name
+
+    state = {}
+    for name, param in model.named_parameters():
+        full = param.full_tensor() if hasattr(param, "full_tensor") else param.detach()
+        state[clean_name(name)] = full.to(dtype).cpu()
+    return state
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,26 +98,26 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
     import torch
 
-    import easyvideor1.rollout.weights as weights
+    import easyvideor1.weight_sync.host as host
     from easyvideor1.models.tiny import random_video_input
     from easyvideor1.rollout import RolloutRequest, SamplingConfig, VLLMEngine
-    from easyvideor1.rollout.weights import load_weights
+    from easyvideor1.weight_sync.policy import EnginePolicySync, device_memory
 
     gpu = on_gpu()
+    device = "cuda" if gpu else "cpu"
     tmp = tempfile.TemporaryDirectory()
-    model = args.model
-    if model is None:
+    model_dir = args.model
+    if model_dir is None:
         from easyvideor1.models import build_tiny_model
 
-        model = str(build_tiny_model("qwen2_5_vl", Path(tmp.name) / "tiny", seed=0))
-    base = load_weights(model)  # as saved: bf16 for the 3B shape, fp32 for a tiny model
-    total = sum(t.numel() * t.element_size() for n, t in base.items() if not n.startswith("lm_head."))
-    weights.RPC_PART_BYTES = total // 4 if args.smoke else int(args.part_gib * 2**30)
-    kwargs = {"max_model_len": 4096, "max_num_seqs": 8}
+        model_dir = str(build_tiny_model("qwen2_5_vl", Path(tmp.name) / "tiny", seed=0))
+    host.WEIGHT_TRANSPORT = "shm" if gpu else "auto"
+    kwargs = {"max_model_len": 4096, "max_num_seqs": 8, "enable_sleep_mode": True}
     if gpu:
         kwargs.update(gpu_memory_utilization=args.gpu_memory_utilization, enforce_eager=True)
-    engine = VLLMEngine(model, **kwargs)
-    dtype = weights.torch_dtype(engine.dtype)
+    engine = VLLMEngine(model_dir, **kwargs)
+    bucket_bytes = 64 << 10 if args.smoke else int(args.bucket_mib * 2**20)
+    sync = EnginePolicySync(engine, owns_engine=True, colocate=gpu, sleep_level=2, bucket_bytes=bucket_bytes)
     family = engine.family.name
     if args.smoke:
         video = random_video_input(family, 4, 1, 2, seed=1)
@@ -102,51 +132,72 @@ def main(argv: list[str] | None = None) -> int:
         out = engine.generate(request, greedy)[0].completions[0]
         return out.token_ids, np.asarray(out.logprobs)
 
-    reference = signature()
-    # Other weights to move away to before each timed push, sent as a file path (fast, untimed).
-    from safetensors.torch import save_file
+    fresh = signature()  # the fresh engine on the checkpoint's weights
+    model = load_actor(model_dir, device, args.fsdp)
+    actor = _Actor(model)
+    params = [p for p in model.parameters()]
+    original = [(p.full_tensor() if hasattr(p, "full_tensor") else p.detach()).clone() for p in params]
 
-    other = str(Path(tmp.name) / "other.safetensors")
-    save_file(weights.unique_tensors({k: (v.float() * 1.02 + 0.001).to(v.dtype) if v.is_floating_point() else v
-                                      for k, v in base.items()}), other)
-    sources = {"bf16": lambda: {k: v.to(dtype) if v.is_floating_point() else v for k, v in base.items()},
-               "fp32": lambda: {k: v.float() if v.is_floating_point() else v for k, v in base.items()},
-               "fsdp2": lambda: fsdp2_state(model, "cuda" if gpu else "cpu")[0]}
-    rows = []
-    for source in args.sources.split(","):
-        made = time.perf_counter()
-        state = sources[source]()
-        make_s = time.perf_counter() - made
-        for transport in args.transports.split(","):
-            engine.update_weights(other, version=len(rows) * 2 + 1)
-            moved_ids, moved_lp = signature()
-            started = time.perf_counter()
-            engine.update_weights(state, version=len(rows) * 2 + 2, transport=transport)
-            seconds = time.perf_counter() - started
-            ids, lp = signature()
-            info = engine.last_update
-            row = {"source": source, "transport": transport, "via": info["via"], "parts": info["parts"],
-                   "gb": info["gb"], "seconds": round(seconds, 2), "s_per_gb": round(seconds / info["gb"], 3),
-                   "gb_per_s": round(info["gb"] / seconds, 2), "prepare_s": info["prepare_s"],
-                   "rpc_s": info["rpc_s"], "source_made_s": round(make_s, 1),
-                   "same_tokens": ids == reference[0],
-                   "lp_diff_max": float(np.abs(lp - reference[1]).max()) if ids == reference[0] else None,
-                   "other_weights_lp_diff": float(np.abs(moved_lp[:len(lp)] - lp[:len(moved_lp)]).max())}
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-        del state
+    def set_weights(perturbed: bool) -> None:
+        with torch.no_grad():
+            for p, o in zip(params, original):
+                value = o * 1.02 + 0.001 if perturbed and o.is_floating_point() else o
+                if hasattr(p, "full_tensor"):
+                    from torch.distributed.tensor import distribute_tensor
+
+                    value = distribute_tensor(value, p.device_mesh, p.placements)
+                p.copy_(value)
+
+    def run_sync(method: str, version: int) -> dict:
+        sync.before_update()  # sleep(2): the engine drops its weights and KV cache
         if gpu:
-            torch.cuda.empty_cache()
-    engine.close()
-    print(markdown_table(rows, ["source", "transport", "parts", "gb", "seconds", "s_per_gb", "gb_per_s",
-                                "prepare_s", "rpc_s", "same_tokens", "lp_diff_max", "other_weights_lp_diff"]))
+            torch.cuda.synchronize()
+        started = time.perf_counter()
+        if method == "file":
+            state = host_state(model, engine.weight_dtype)
+            sync.push(state, version)
+            del state
+        else:
+            sync.sync(actor, version)
+        seconds = time.perf_counter() - started
+        info = sync.last_sync
+        update = engine.last_update or {}
+        gb = update.get("gb") or round(update.get("nbytes", 0) / 1e9, 3)
+        return {"sync_s": round(seconds, 3), "wake_s": info.get("wake_s"), "move_s": info.get("update_s"),
+                "transport": update.get("transport") or update.get("via"), "buckets": update.get("buckets"),
+                "tensors": update.get("tensors"), "gb": gb,
+                "gpu_awake_gib": device_memory().get("gpu_used_gib")}
+
+    rows, version = [], 0
+    methods = args.methods.split(",")
+    for rnd in range(args.rounds):
+        order = methods if rnd % 2 == 0 else methods[::-1]
+        for method in order:
+            for target in ("perturbed", "original"):
+                set_weights(target == "perturbed")
+                version += 1
+                row = {"round": rnd, "method": method, "target": target, **run_sync(method, version)}
+                ids, lp = signature()
+                row["same_tokens"] = ids == fresh[0]
+                row["lp_diff_max"] = float(np.abs(lp - fresh[1]).max()) if row["same_tokens"] else None
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    sync.close()
+    print(markdown_table(rows, COLUMNS))
     if args.out:
         Path(args.out).write_text("".join(json.dumps(r) + "\n" for r in rows))
-    ok = all(r["same_tokens"] and r["lp_diff_max"] <= 1e-3 for r in rows)
-    if args.smoke:
-        ok = ok and all(r["parts"] >= 3 for r in rows if r["transport"] == "parts")
-    print(json.dumps({"ok": ok}), flush=True)
-    return 0 if ok else 1
+    summary = {}
+    for method in methods:
+        times = [r["sync_s"] for r in rows if r["method"] == method and r["round"] > 0] or \
+                [r["sync_s"] for r in rows if r["method"] == method]
+        summary[f"{method}_sync_s_mean"] = round(float(np.mean(times)), 3)
+    if {"file", "buckets"} <= set(methods):
+        summary["speedup"] = round(summary["file_sync_s_mean"] / summary["buckets_sync_s_mean"], 1)
+    exact = all(r["same_tokens"] and r["lp_diff_max"] == 0.0 for r in rows if r["target"] == "original")
+    moved = all(not (r["same_tokens"] and r["lp_diff_max"] == 0.0) for r in rows if r["target"] == "perturbed")
+    summary.update(exact_after_restore=exact, perturbed_changed_output=moved)
+    print(json.dumps(summary), flush=True)
+    return 0 if exact and moved else 1
 
 
 if __name__ == "__main__":

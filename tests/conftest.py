@@ -17,8 +17,24 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+# Loopback only: a Ray started in this session is a one-node cluster on 127.0.0.1 (Ray would
+# otherwise advertise and bind the host's interface address), and vLLM's rendezvous is local.
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")
 
+import leaks  # noqa: E402
 from servers import redis_server, s3_server  # noqa: E402
+
+# Every process this session starts inherits the marker: leaks.py finds the ones whose parent exited.
+os.environ[leaks.MARKER] = leaks.TOKEN.decode().split("=", 1)[1]
+
+
+def pytest_configure(config):
+    # A plugin, not hooks of this file: a conftest's hooks are not called for the session's
+    # own fixtures (their node is the session, above this folder), and those must be seen.
+    config.pluginmanager.register(leaks.LeakCheck(), "evr1-leak-check")
+    config.addinivalue_line("markers", "restarts_fixture_services: the test restarts services of a module "
+                            "fixture; what it starts is the fixture's (tests/leaks.py)")
 
 
 @pytest.fixture(scope="session")

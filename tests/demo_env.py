@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 DEMO_ENV = {
     "HF_HUB_OFFLINE": "1",
@@ -17,3 +19,8 @@ DEMO_ENV = {
 def demo_env() -> dict[str, str]:
     """This process's environment without the project's and vLLM's logging knobs, plus DEMO_ENV."""
     return {k: v for k, v in os.environ.items() if not k.startswith(("EVR1_", "VLLM_LOGGING"))} | DEMO_ENV
+
+
+def plain_env() -> dict[str, str]:
+    """A user's plain shell: the venv's ``bin/`` on PATH and HOME, none of the Makefile's variables."""
+    return {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root")}

@@ -7,6 +7,8 @@ from __future__ import annotations
 import logging
 import os
 import re
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -218,3 +220,85 @@ def test_cache_build_in_console_mode_logs_to_the_given_file(tmp_path, capsys, mo
     assert "cache_build_done" in err  # the project's summary event, outside any bar
     assert "cache_build_done" in log.read_text()
     assert "EVR1_CONSOLE" not in os.environ  # console mode ended with the command
+
+
+_PROCESSES = """
+import logging, os, subprocess, sys
+from easyvideor1.logging import ENV_SEEN, finish_console, setup_console
+if sys.argv[1] == "parent":
+    setup_console(verbose=False)
+    folder = os.environ[ENV_SEEN]
+    logging.getLogger("vllm.platforms.cpu").warning("warning A")
+    # An engine process: it inherits the environment and sets up console mode from it.
+    subprocess.run([sys.executable, __file__, "child"], check=True)
+    logging.getLogger("vllm.platforms.cpu").warning("warning B")
+    logging.getLogger("vllm.config.vllm").warning("Enforce eager set, disabling torch.compile")
+    finish_console()
+    print("folder left:", os.path.exists(folder))
+else:
+    setup_console(verbose=False)
+    for text in ("warning A", "warning A", "warning B"):
+        logging.getLogger("vllm.platforms.cpu").warning(text)
+"""
+
+
+def test_each_warning_once_across_the_commands_processes(tmp_path):
+    """vLLM logs the same start-up warnings in the command's process and in each engine process:
+    the console shows each once, whichever process logged it first, and counts the repeats of
+    them all; warnings that ask nothing of the user stay off the console."""
+    script = tmp_path / "processes.py"
+    script.write_text(_PROCESSES)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVR1_", "VLLM_LOGGING"))}
+    done = subprocess.run([sys.executable, str(script), "parent"], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    shown, summary = done.stderr.split("evr1: 2 warning(s) were repeated 3 more time(s)")
+    assert shown.count("warning A") == 1 and shown.count("warning B") == 1, done.stderr
+    assert "2x more: warning A" in summary and "1x more: warning B" in summary
+    assert "Enforce eager set" not in done.stderr  # EXPECTED_WARNINGS: the log file only
+    assert "folder left: False" in done.stdout
+
+
+def test_outages_are_said_every_time_even_under_a_progress_bar(console_mode, tmp_path, capsys):
+    """outages.py: each outage and its end is one line on the console, every time (not folded
+    into the warnings shown once) and while a progress bar owns the console; counters count them."""
+    from easyvideor1.outages import outage_over, outage_started
+
+    console_mode(verbose=False)
+    attach_log_file(tmp_path / "evr1.log")
+    counters: dict[str, float] = {}
+    with console.Progress("train", total=2, tty=False):
+        for _ in range(2):
+            began = outage_started("work queue (Redis)", "waiting up to 120s")
+            outage_over("work queue (Redis)", began, counters, tasks_put_again=3)
+    finish_console()
+    err = capsys.readouterr().err
+    assert err.count("outage_started part=") == 2 and err.count("outage_over part=") == 2, err
+    assert "tasks_put_again=3" in err and "lasted_s=" in err
+    assert counters["outages"] == 2 and counters["outage_s"] >= 0
+
+
+def test_a_call_past_its_budget_is_said_and_so_is_its_end(caplog):
+    """outages.watch: a block that outlasts ``after_s`` gets an outage line while it runs and an
+    end line after; one that finishes in time gets none."""
+    import threading
+
+    from easyvideor1.outages import watch
+
+    caplog.set_level(logging.WARNING, logger="easyvideor1.outages")
+    counters: dict[str, float] = {}
+    with watch("weights store", "waiting for the push of version 3", after_s=3600):
+        pass
+    assert not [r for r in caplog.records if "outage" in r.getMessage()]
+    started = threading.Event()
+    handler = logging.Handler()
+    handler.emit = lambda record: started.set() if "outage_started" in record.getMessage() else None
+    get_logger("outages").addHandler(handler)
+    try:
+        with watch("weights store", "waiting for the push of version 3", after_s=0.01, counters=counters):
+            assert started.wait(120), "the outage line came while the block ran"  # a budget, not a timing
+    finally:
+        get_logger("outages").removeHandler(handler)
+    messages = [r.getMessage() for r in caplog.records]
+    assert [m.split(" ", 1)[0] for m in messages if m.startswith("outage")] == ["outage_started", "outage_over"]
+    assert "part=\"weights store\"" in messages[0] and counters["outages"] == 1

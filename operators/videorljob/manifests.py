@@ -2,7 +2,9 @@
 
 - ``<name>-config``: ConfigMap with the resolved run config (via ``easyvideor1.k8s``),
 - ``<name>-cache``: Job running ``evr1 cache build`` over the dataset,
-- ``<name>``: the RayJob running ``evr1 train`` on it.
+- ``<name>``: the RayJob (``easyvideor1.k8s.render_job``) whose entrypoint is the Ray trainer,
+  ``python -m services.trainer.entrypoint`` on the mounted run config in distributed mode
+  (``k8s/rayjob.TRAIN_ENTRYPOINT``).
 """
 
 from __future__ import annotations

@@ -16,9 +16,12 @@ import math
 import sys
 import threading
 import time
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import Any, TypeVar
 
 from tqdm import tqdm
+
+T = TypeVar("T")
 
 _active: list[Progress] = []
 _lock = threading.Lock()
@@ -32,7 +35,7 @@ def is_tty(stream: Any) -> bool:
 
 
 def _library_bars() -> bool:
-    """A tqdm bar of the library (the eval pipeline, cache builds) is being drawn."""
+    """A tqdm bar of a third-party library (a vLLM model load) is being drawn."""
     return any(not getattr(bar, "disable", True) for bar in list(getattr(tqdm, "_instances", ())))
 
 
@@ -109,11 +112,21 @@ class Progress:
             else None
         )
         self._closed = False
-        with _lock:
-            _active.append(self)
+        if enabled:  # a job that draws nothing leaves the console to the INFO events
+            with _lock:
+                _active.append(self)
 
     def update(self, n: int = 1, **metrics: Any) -> None:
         self.set(self.n + n, **metrics)
+
+    def each(self, items: Iterable[T]) -> Iterator[T]:
+        """Yield ``items``, each counted once the next is asked for (as a tqdm-wrapped loop); closes at the end."""
+        try:
+            for item in items:
+                yield item
+                self.update(1)
+        finally:
+            self.close()
 
     def set(self, position: int, *, force_line: bool = False, **metrics: Any) -> None:
         """Move to ``position`` (absolute) and merge ``metrics`` into the shown ones."""

@@ -24,7 +24,8 @@ class DataError(EasyVideoR1Error):
         more = len(problems) - len(lines)
         if more > 0:
             lines.append(f"... and {more} more")
-        super().__init__(f"{len(problems)} invalid row(s):\n" + "\n".join(lines))
+        # One bad row is one line (file:line: field 'x': why); more get a count above them.
+        super().__init__(lines[0] if len(problems) == 1 else f"{len(problems)} invalid row(s):\n" + "\n".join(lines))
 
 
 class RowProblem:

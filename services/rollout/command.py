@@ -27,8 +27,8 @@ FLAGS = ("distributed.ray_address", "worker.actor.model_path", "worker.rollout.e
          "distributed.namespace", "distributed.weights_store", "distributed.frame_cache_url",
          "serve.rollout.replicas", "serve.rollout.min_replicas", "serve.rollout.max_replicas",
          "serve.rollout.tasks_per_replica", "serve.rollout.batch_size", "serve.rollout.visibility_timeout_s",
-         "serve.rollout.max_attempts", "serve.rollout.num_cpus", "serve.rollout.num_gpus", "serve.rollout.http_host",
-         "serve.rollout.http_port", "serve.rollout.app_name", "serve.rollout.route_prefix",
+         "serve.rollout.lease_s", "serve.rollout.max_attempts", "serve.rollout.num_cpus", "serve.rollout.num_gpus",
+         "serve.rollout.http_host", "serve.rollout.http_port", "serve.rollout.app_name", "serve.rollout.route_prefix",
          "serve.rollout.ready_timeout_s")
 
 
@@ -66,6 +66,14 @@ def _wait_ready(url: str, replicas: int, timeout: float) -> dict:
     raise EasyVideoR1Error(f"rollout pool at {url} not ready after {timeout:g}s: {last}")
 
 
+def _local_ray(address: str | None) -> bool:
+    """Whether the Ray cluster runs on this machine (its replicas read the model folder here)."""
+    if not address or address == "auto":
+        return True
+    host = address.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
+    return host in ("127.0.0.1", "localhost", "::1")
+
+
 def serve_pool(args: argparse.Namespace) -> int:
     import ray
     from ray import serve
@@ -73,6 +81,10 @@ def serve_pool(args: argparse.Namespace) -> int:
     from services.rollout.deployment import build_app
 
     cfg = config_from_args(args)
+    if _local_ray(cfg.distributed.ray_address):  # a remote cluster's replicas have their own file system
+        from easyvideor1.models.paths import check_model_dir
+
+        check_model_dir(cfg.worker.actor.model_path, "worker.actor.model_path")
     pool = cfg.serve.rollout
     app = build_app({"run_config": cfg.model_dump(mode="json")})  # config errors surface before Ray is touched
     ray.init(address=cfg.distributed.ray_address or "auto", log_to_driver=False)

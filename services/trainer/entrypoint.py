@@ -4,7 +4,7 @@
         python -m services.trainer.entrypoint run.yaml [KEY=VALUE ...] [--export DIR]
 
 Runs ``RLTrainer`` in distributed mode (forced): rollouts come from the rollout pool through
-the work queue (train/remote_stage.py) and the actor is a :class:`RayActorGroup` of
+the work queue (rollout/remote_stage.py) and the actor is a :class:`RayActorGroup` of
 ``distributed.train_ranks`` FSDP ranks. URLs the config leaves unset come from ``evr1 up``'s
 cluster.json (``$EVR1_CLUSTER_FILE``, which ``evr1 up`` sets for every Ray process). The last
 line printed is a JSON summary (steps, final validation accuracy, output dir).

@@ -8,7 +8,9 @@ in each. FSDP shards parameters, gradients and optimizer state; the batch is spl
 (train/data_parallel.py): for log-probs the driver sends each rank its shard (balanced by
 tokens) and puts the rows it gets back in batch order; for an update it fixes the whole PPO
 schedule (``update_plan``) and sends each rank only the sequences of its share of every
-mini-batch. The actor pads the ranks to equal micro-batch counts, so their collectives stay in
+mini-batch. With the actor's shared-prefix layout (``Actor.shared``, reported by the ranks at
+setup) the driver splits as the in-process actor does: costs are tokens as laid out and every
+group stays whole on one rank and in one mini-batch. The actor pads the ranks to equal micro-batch counts, so their collectives stay in
 step. Update metrics (over all ranks), weights and checkpoints come from rank 0. A dead rank
 or a call that outlives ``timeout_s`` raises :class:`RankError` naming the rank and the method.
 """
@@ -28,6 +30,7 @@ from easyvideor1.config.schema import RunConfig
 from easyvideor1.errors import ConfigError, EasyVideoR1Error
 from easyvideor1.logging import event, get_logger
 from easyvideor1.train.actor_group import ActorGroup
+from easyvideor1.train.batching import laid_out_costs
 from easyvideor1.train.data_parallel import RankShard, rank_view, shard_batch, update_plan
 
 log = get_logger("services.trainer")
@@ -55,7 +58,8 @@ class RankActor:
             port = s.getsockname()[1]
         return ray.util.get_node_ip_address(), port
 
-    def setup(self, master_addr: str, master_port: int) -> int:
+    def setup(self, master_addr: str, master_port: int) -> tuple[int, bool]:
+        """Build the rank's actor; returns its pid and whether it lays groups out with a shared prefix."""
         from easyvideor1.models.inputs import PromptBuilder
         from easyvideor1.train.actor import Actor
         from easyvideor1.train.distributed import init_world
@@ -70,7 +74,7 @@ class RankActor:
         tokenizer = PromptBuilder.from_pretrained(cfg.worker.actor.model_path).tokenizer
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.actor = Actor.from_config(cfg, world, pad_token_id=pad)
-        return os.getpid()
+        return os.getpid(), bool(self.actor.shared)
 
     def _main(self, value: Any) -> Any:
         return value if self.rank == 0 else None  # every rank computes it; one sends it back
@@ -135,8 +139,12 @@ class RayActorGroup(ActorGroup):
             .remote(cfg_json, i, self.world_size, int(dist.cpus_per_rank))
             for i in range(self.world_size)]
         addr, port = self._get([self.ranks[0].endpoint.remote()], "endpoint")[0]
-        pids = self._get([r.setup.remote(addr, port) for r in self.ranks], "setup")
-        event(log, "trainer_ranks_ready", ranks=self.world_size, bundle=bundle, master=f"{addr}:{port}", pids=pids)
+        ready = self._get([r.setup.remote(addr, port) for r in self.ranks], "setup")
+        pids = [pid for pid, _ in ready]
+        # Every rank loads the same model under the same config, so rank 0 speaks for all.
+        self.shared = ready[0][1]
+        event(log, "trainer_ranks_ready", ranks=self.world_size, bundle=bundle, master=f"{addr}:{port}", pids=pids,
+              shared_prefix=self.shared)
 
     def _get(self, refs: list, method: str) -> list:
         try:
@@ -154,7 +162,8 @@ class RayActorGroup(ActorGroup):
     def compute_log_probs(self, items: Any, *, reference: bool = False) -> list:
         """Each rank forwards its shard; the rows come back in the order of ``items``."""
         items = list(items)
-        shards = shard_batch([it.length for it in items], self.world_size)
+        shards = shard_batch(laid_out_costs(items, self.shared), self.world_size,
+                             keys=[it.uid for it in items] if self.shared else None)
         # A rank's filler is its shortest sequence (the actor's default) unless it got none.
         parts = self._get([rank.compute_log_probs_shard.remote([items[i] for i in s.indices],
                                                                 None if s.indices else items[s.filler], reference)
@@ -168,9 +177,9 @@ class RayActorGroup(ActorGroup):
     def update(self, items: Any, *, seed: int) -> dict[str, float]:
         """The PPO schedule is fixed here; each rank gets the sequences of its share of it."""
         items = list(items)
-        plan = update_plan([it.length for it in items], [it.uid for it in items], seed=seed,
+        plan = update_plan(laid_out_costs(items, self.shared), [it.uid for it in items], seed=seed,
                            ppo_epochs=self.ppo_epochs, mini_batch_size=self.mini_batch_size,
-                           world_size=self.world_size)
+                           world_size=self.world_size, whole_groups=self.shared)
         refs = []
         for r, rank in enumerate(self.ranks):
             needed, steps = rank_view([step[r] for step in plan])

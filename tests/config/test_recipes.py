@@ -24,6 +24,7 @@ from easyvideor1.config.memory import (  # noqa: E402
     count_parameters,
     estimate_memory,
     known_model,
+    largest_micro_batch,
     model_shape,
     report_lines,
 )
@@ -120,6 +121,42 @@ def test_activations_follow_frames_and_checkpointing():
     assert cut.sequence.filtered and cut.sequence.prompt_tokens == 4096
 
 
+def test_shared_prefix_counts_a_group_as_laid_out():
+    """A group's prompt (and its video's patches) once, then its responses; a budget below one group
+    cuts it into chunks of responses, each with the prompt; the logits are the responses' only."""
+    base = ["data.max_prompt_length=65536", "data.video_max_frames=32", "data.max_response_length=512",
+            "worker.rollout.n=8"]
+    cfg = _cfg(*base)
+    shape, seq = model_shape(cfg.worker.actor.model_path), estimate_memory(cfg).sequence
+    group = seq.prompt_tokens + 8 * seq.response_tokens
+    whole = largest_micro_batch(_cfg(*base, f"worker.actor.micro_batch_token_budget={group}"), shape, seq, 1)
+    assert (whole.prompts, whole.sequences) == (1, 8)
+    assert (whole.size.tokens, whole.size.patches, whole.size.response_tokens) == (group, seq.patches,
+                                                                                   8 * seq.response_tokens)
+    assert whole.gathered_keys == seq.prompt_tokens + 8 * seq.tokens
+    budget = seq.prompt_tokens + 5 * seq.response_tokens // 2
+    chunk = largest_micro_batch(_cfg(*base, f"worker.actor.micro_batch_token_budget={budget}"), shape, seq, 1)
+    assert (chunk.prompts, chunk.sequences, chunk.size.tokens) == (1, 2, seq.prompt_tokens + 2 * seq.response_tokens)
+    two = largest_micro_batch(_cfg(*base, f"worker.actor.micro_batch_token_budget={2 * group}"), shape, seq, 1)
+    assert (two.prompts, two.sequences, two.size.patches) == (2, 16, 2 * seq.patches)
+    # Off, or with the attention that cannot take the layout: one sequence per response, nothing gathered.
+    for switch in ("worker.actor.shared_prefix=false", "worker.actor.attention=sdpa"):
+        off = largest_micro_batch(_cfg(*base, f"worker.actor.micro_batch_token_budget={8 * seq.tokens}", switch),
+                                  shape, seq, 1)
+        assert (off.sequences, off.size.tokens, off.gathered_keys) == (8, 8 * seq.tokens, 0)
+        assert "shared-prefix gathered K/V" not in estimate_memory(_cfg(*base, switch)).parts
+    # The same eight responses cost less laid out once; the gathered K/V grow with kept layers.
+    on = estimate_memory(_cfg(*base, f"worker.actor.micro_batch_token_budget={group}"))
+    off = estimate_memory(_cfg(*base, f"worker.actor.micro_batch_token_budget={8 * seq.tokens}",
+                               "worker.actor.shared_prefix=false"))
+    assert on.sequences_per_micro_batch == off.sequences_per_micro_batch == 8
+    assert on.parts["activations, largest micro-batch"] < off.parts["activations, largest micro-batch"]
+    kept = estimate_memory(_cfg(*base, f"worker.actor.micro_batch_token_budget={group}",
+                                "worker.actor.gradient_checkpointing=false"))
+    per_layer = on.parts["shared-prefix gathered K/V"] / 2
+    assert kept.parts["shared-prefix gathered K/V"] == pytest.approx(per_layer * (shape.layers + 1))
+
+
 def test_vllm_share_sets_the_gpu_a_colocated_run_needs():
     colocated = estimate_memory(_cfg("worker.rollout.colocate=true", "worker.rollout.gpu_memory_utilization=0.4"))
     assert colocated.role == "colocated"
@@ -162,6 +199,14 @@ def test_recipe_states_the_estimate_and_renders_a_valid_rayjob(recipe, capsys):
                for group in cluster.get("workerGroupSpecs", []))
     gpus += int(cluster["headGroupSpec"]["rayStartParams"].get("num-gpus", 0))
     assert gpus >= cfg.distributed.train_ranks * (cfg.distributed.gpus_per_rank or 1)
+
+
+def test_docs_table_states_each_recipes_estimate():
+    """docs/recipes.md's 'needs per GPU' column is each recipe's stated figure."""
+    rows = {line.split("|")[1].strip().strip("`"): line.split("|")[-2].strip()
+            for line in (REPO / "docs" / "recipes.md").read_text().splitlines() if line.startswith("| `")}
+    assert {recipe.name: rows.get(recipe.name) for recipe in RECIPES} == \
+        {recipe.name: f"{stated_memory(recipe)[1]} GiB" for recipe in RECIPES}
 
 
 def test_check_refuses_a_wrong_statement(tmp_path, capsys):

@@ -182,7 +182,8 @@ def test_relative_media_of_an_s3_data_file_resolve_against_its_key_prefix(tmp_pa
     assert sample.videos == (f"s3://{name}/media/clips/a.mp4",)
 
 
-def test_a_missing_object_bucket_or_credentials_is_an_error_naming_the_url(s3, monkeypatch, tmp_path, capsys):
+def test_a_missing_object_bucket_or_credentials_is_an_error_naming_the_url(s3, monkeypatch, tmp_path, capsys,
+                                                                           tiny_model_dir):
     name = bucket()
     put(s3, name, "data/train.jsonl", rows_text([{"problem": "2+3?", "answer": "5", "problem_type": "math"}]))
     assert len(load_samples(f"s3://{name}/data/train.jsonl")) == 1
@@ -216,6 +217,6 @@ def test_a_missing_object_bucket_or_credentials_is_an_error_naming_the_url(s3, m
                                 "videos": [str(video)]}) + "\n")
     out = f"s3://{name}/prepared/d.jsonl"
     assert main(["data", "prepare", str(data), "--store", str(tmp_path / "frames"), "--model",
-                 str(tmp_path / "no-model"), "--out", out, "--no-progress"]) == 1
+                 str(tiny_model_dir), "--out", out, "--no-progress"]) == 1
     error = capsys.readouterr().err
     assert out in error and "no credentials" in error

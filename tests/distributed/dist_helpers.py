@@ -48,13 +48,14 @@ def make_config(data_dir: Path, model_dir: Path, output_dir: Path, **extra: obje
 
 def start_worker(model_dir: Path, queue_url: str, namespace: str, workdir: Path, name: str, *,
                  reward_url: str = "inprocess", frame_store: str | None = None, weights_store: str | None = None,
-                 visibility_timeout: float = 10.0, batch_size: int = 4,
+                 visibility_timeout: float = 60.0, lease: float = 2.0, batch_size: int = 4,
                  overrides: Sequence[str] = ()) -> tuple[subprocess.Popen, Path]:
     """A rollout worker process (vLLM engine); returns it and its status file. ``overrides``:
     run-config KEY=VALUE after the defaults here."""
     status = workdir / f"{name}.status.json"
     argv = [sys.executable, "-m", "easyvideor1.rollout.worker", "--model-path", str(model_dir), "--queue-url",
             queue_url, "--namespace", namespace, "--visibility-timeout-s", str(visibility_timeout),
+            "--lease-s", str(lease),  # renewed while the worker lives: a killed one's tasks move in seconds
             "--batch-size", str(batch_size), "--status-file", str(status), "--consumer", name,
             "--weights-timeout-s", "60", "--reward-patience-s", "60",
             # the engine holds the runs' longest prompt + response (rollout/factory.py)
@@ -108,3 +109,37 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
 
 def log_tail(path: Path, chars: int = 3000) -> str:
     return path.read_text(errors="replace")[-chars:] if path.exists() else ""
+
+
+# ---- `evr1 up` as a user runs it (tests/distributed/test_cluster_*.py, test_dist_cluster.py)
+BIN = Path(sys.executable).parent
+# What the Makefile exports for the tests; a user's shell has none of it.
+MAKEFILE_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "VLLM_CPU_KVCACHE_SPACE", "VLLM_ENABLE_V1_MULTIPROCESSING",
+                "RAY_USAGE_STATS_ENABLED", "TOKENIZERS_PARALLELISM", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER",
+                "VLLM_HOST_IP")
+# Budgets for a hang, not measures of speed: a cluster starts in about a minute on a quiet machine.
+UP_TIMEOUT_S, DOWN_TIMEOUT_S = 900, 300
+
+
+def user_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in MAKEFILE_ENV}
+    env.update(extra)
+    return env
+
+
+def evr1(*argv: object, env: dict, timeout: float = UP_TIMEOUT_S) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / "evr1"), *map(str, argv)], capture_output=True, text=True, timeout=timeout,
+                          env=env)
+
+
+def assert_all_stopped(cluster: Path) -> None:
+    from easyvideor1.cli._procs import alive, session_tree
+
+    state = json.loads((cluster / "cluster.json").read_text())
+    assert state["state"] == "down"
+    for name, record in state["services"].items():
+        assert not alive(record["pid"], record["start"]), f"{name} (pid {record['pid']}) still alive"
+        assert session_tree(record["pid"]) == [], f"processes of {name} still alive"
+    watcher = state.get("supervisor")  # stopped first by `evr1 down`
+    assert watcher is None or not alive(watcher["pid"], watcher["start"]), "the supervisor still alive"
+    assert not Path(state["services"]["ray"]["temp_dir"]).exists()  # Ray's temp dir went, its logs were kept

@@ -184,6 +184,7 @@ def test_round_trip_versions_and_staleness(infra, monkeypatch):
         sync.close()
 
 
+@pytest.mark.restarts_fixture_services
 def test_frame_cache_down_decodes_on_the_fly(infra):
     stage, sync, loader = make_stage(infra, "nocache")
     infra.frame_cache.stop()
@@ -214,6 +215,7 @@ def test_poison_task_is_dead_lettered_and_the_round_goes_on(infra):
     assert len(dead) == 1 and dead[0].attempts == 3 and "non-empty ground truth" in dead[0].reason
 
 
+@pytest.mark.restarts_fixture_services
 def test_redis_restart_mid_round_is_recovered(infra):
     stage, sync, _ = make_stage(infra, "restart", distributed__queue_patience_s=60)
     sync.push(policy(infra, 7), 1)  # tasks want version >= 1: the board must come back after the restart
@@ -238,6 +240,7 @@ def test_redis_restart_mid_round_is_recovered(infra):
     sync.close()
 
 
+@pytest.mark.restarts_fixture_services
 def test_redis_down_is_a_clear_error_then_recovered(infra):
     stage, sync, _ = make_stage(infra, "down", distributed__queue_patience_s=2)
     samples = infra.samples[:3]
@@ -273,6 +276,7 @@ def test_missing_results_time_out_naming_the_tasks(infra):
     assert "2 queued, 0 leased" in message
 
 
+@pytest.mark.restarts_fixture_services
 def test_killed_worker_tasks_are_redelivered_and_reward_restart_retried(infra):
     stage, sync, _ = make_stage(infra, "kill")
     samples = infra.samples[:4]

@@ -20,10 +20,12 @@ from easyvideor1.errors import ConfigError
 from easyvideor1.queue import open_queue
 from easyvideor1.rollout.base import SamplingConfig
 from easyvideor1.rollout.remote_run import RUN_FILE, RunIdentity
-from easyvideor1.rollout.remote_stage import RemotePolicySync, RemoteRolloutStage
-from easyvideor1.rollout.wire import WeightsRef, join_store, parse_task, task_payload
+from easyvideor1.rollout.remote_stage import RemoteRolloutStage
+from easyvideor1.rollout.wire import WeightsRef, parse_task, task_payload
 from easyvideor1.train.checkpoint import save_checkpoint
 from easyvideor1.video.metadata import ImageParams, VideoParams
+from easyvideor1.weight_sync.remote import RemotePolicySync
+from easyvideor1.weight_sync.store import join_store
 from services.rollout.deployment import BacklogPolicy, pool_config
 
 

@@ -19,15 +19,6 @@ from easyvideor1.config import load_config  # noqa: E402
 from easyvideor1.errors import ConfigError  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
 def test_ray_ranks_split_the_batch_and_match_one_rank(local_ray, tiny_model_dir, tmp_path):
     from easyvideor1.train.actor import Actor
     from easyvideor1.train.distributed import World

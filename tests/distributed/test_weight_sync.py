@@ -13,7 +13,7 @@ from minio import Minio
 from safetensors.torch import load
 
 from easyvideor1.queue import VersionError, VersionTimeoutError, open_version_board
-from easyvideor1.rollout.weight_sync import (
+from easyvideor1.weight_sync.publish import (
     WeightCorruptError,
     WeightPublisher,
     WeightSubscriber,

@@ -12,7 +12,7 @@ from easyvideor1.models.tiny import build_tiny_model
 from easyvideor1.queue import open_version_board
 from easyvideor1.rollout.base import RolloutRequest, SamplingConfig
 from easyvideor1.rollout.hf_engine import HFEngine
-from easyvideor1.rollout.weight_sync import WeightPublisher, WeightSubscriber
+from easyvideor1.weight_sync.publish import WeightPublisher, WeightSubscriber
 
 GREEDY = SamplingConfig(max_tokens=12, temperature=0.0)
 PROMPT = [RolloutRequest("p", prompt_token_ids=[5, 17, 42, 99, 7, 3])]

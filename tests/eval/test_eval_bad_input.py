@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from easyvideor1.errors import DataError
 from easyvideor1.eval import AnnotationError, EvalError, get_benchmark, parse_benchmarks
 
 
@@ -88,7 +87,9 @@ def test_unknown_ovo_task(tmp_path):
         get_benchmark("ovobench").load(tmp_path)
 
 
-def test_training_format_rows_report_every_problem(tmp_path):
+def test_training_format_rows_name_the_first_problem_and_the_count(tmp_path):
+    """One line (the benchmark is left out with it): the first bad row's file:line: field, and
+    how many more there are with the command that lists them all."""
     path = tmp_path / "data.jsonl"
     path.write_text(
         json.dumps({"problem": "q", "answer": "A", "problem_type": "multiple choice"})
@@ -96,10 +97,11 @@ def test_training_format_rows_report_every_problem(tmp_path):
         + json.dumps({"problem": "q2", "problem_type": "numerical"})
         + "\n"
     )
-    with pytest.raises(DataError) as info:
+    with pytest.raises(AnnotationError) as info:
         get_benchmark("jsonl").load(path)
     text = str(info.value)
-    assert f"{path}:1: field 'options'" in text and f"{path}:2: field 'answer'" in text
+    assert "\n" not in text and text.startswith(f"{path}:1: field 'options'")
+    assert text.endswith(f"(and 1 more: evr1 data validate {path})")
 
 
 def test_missing_annotation_file_says_what_was_looked_for(tmp_path):
@@ -110,8 +112,9 @@ def test_missing_annotation_file_says_what_was_looked_for(tmp_path):
 def test_unknown_benchmark_and_missing_folder(tmp_path):
     with pytest.raises(EvalError, match="unknown benchmark 'nope'"):
         parse_benchmarks("nope", tmp_path)
-    with pytest.raises(EvalError, match="does not exist"):
-        parse_benchmarks("videomme", tmp_path)
+    # A missing folder is a load failure like a folder that does not parse (build_plans): the run
+    # goes on without it; only when none loads does it stop (before the engine).
+    assert parse_benchmarks("videomme", tmp_path) == {"videomme": (tmp_path / "videomme").resolve()}
     (tmp_path / "videomme").mkdir()
     assert parse_benchmarks(f"Video-MME,jsonl={tmp_path}", tmp_path) == {
         "videomme": (tmp_path / "videomme").resolve(),
@@ -119,3 +122,18 @@ def test_unknown_benchmark_and_missing_folder(tmp_path):
     }
     with pytest.raises(EvalError, match="pass --data-root"):
         parse_benchmarks("videomme", None)
+
+
+def test_a_missing_folder_is_left_out_as_a_folder_that_does_not_parse(tmp_path):
+    """One rule (docs/evaluation.md): a benchmark whose folder is missing is left out with its
+    one-line reason while the others load; none loading stops the run before the engine."""
+    from easyvideor1.eval.runner import EvalConfig, build_plans
+
+    data = tmp_path / "val.jsonl"
+    data.write_text(json.dumps({"problem": "1+1?", "problem_type": "numerical", "answer": "2"}) + "\n")
+    benchmarks = parse_benchmarks(f"videomme,jsonl={data}", tmp_path)
+    plans, _, failures = build_plans(EvalConfig(model="m", benchmarks=benchmarks, out_dir=tmp_path / "o"), 28)
+    assert [p.bench.name for p in plans] == ["jsonl"]
+    assert failures["videomme"]["error"] == f"{(tmp_path / 'videomme').resolve()} does not exist"
+    with pytest.raises(EvalError, match=r"no benchmark could be loaded:\n  videomme .*does not exist"):
+        build_plans(EvalConfig(model="m", benchmarks=parse_benchmarks("videomme", tmp_path), out_dir=tmp_path), 28)

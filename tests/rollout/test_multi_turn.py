@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import leaks
 import numpy as np
 import pytest
 import torch
@@ -140,7 +141,8 @@ class Policies(dict):
         perturb_weights(model, seed=1)
         model.save_pretrained(path)
         model.eval()
-        engine = VLLMEngine(path, max_model_len=2048, max_num_seqs=16, max_videos=4, max_images=4)
+        with leaks.owned_by_fixture():  # the module's engine, built by the first test to ask
+            engine = VLLMEngine(path, max_model_len=2048, max_num_seqs=16, max_videos=4, max_images=4)
         made = self[family] = {"dir": path, "model": model, "vllm": engine, "hf": HFEngine(path, model=model)}
         return made
 

@@ -93,7 +93,7 @@ def test_logprobs_match_before_and_after_weight_update(pairs, name):
 def test_update_from_safetensors_file(pairs, tmp_path):
     from safetensors.torch import save_file
 
-    from easyvideor1.rollout.weights import unique_tensors
+    from easyvideor1.weight_sync.host import unique_tensors
 
     pair = pairs["qwen3_vl"]
     perturbed_state = {k: v.clone() for k, v in pair.model.state_dict().items()}

@@ -279,17 +279,37 @@ def test_the_factory_picks_the_local_or_the_service_source(tmp_path):
     assert kit.cfg.frames_per_call == 4 and kit.family.name == "qwen3_vl"
     from easyvideor1.rollout.tools.remote import HttpToolFrameSource
 
-    distributed = cfg.model_copy(update={"distributed": cfg.distributed.model_copy(update={
-        "mode": "distributed", "frame_cache_url": "http://127.0.0.1:9"})})
-    remote = make_tool_frame_source(distributed, "qwen3_vl")
+    remote = make_tool_frame_source(cfg, "qwen3_vl", service_url="http://127.0.0.1:9")
     try:
         assert isinstance(remote, HttpToolFrameSource) and remote.url == "http://127.0.0.1:9"
         assert remote.timeout_s == cfg.worker.rollout.tools.timeout_s
     finally:
         remote.close()
+
+
+def test_only_the_parts_module_decides_the_tool_frames_by_mode():
+    """train/parts.py is the one place that reads distributed.mode: the frame source is told a URL."""
+    from easyvideor1.train.parts import tool_frames_url
+
+    url = "http://127.0.0.1:9"
+    embedded = RunConfig.model_validate({"distributed": {"frame_cache_url": url}})
+    assert tool_frames_url(embedded) is None  # embedded: this process's store, even with a URL set
+    distributed = RunConfig.model_validate({"distributed": {"mode": "distributed", "frame_cache_url": url}})
+    assert tool_frames_url(distributed) == url
     # Distributed mode without a service URL serves the tools from the store in this process.
-    no_url = cfg.model_copy(update={"distributed": cfg.distributed.model_copy(update={"mode": "distributed"})})
-    assert isinstance(make_tool_frame_source(no_url, "qwen3_vl"), LocalToolFrameSource)
+    assert tool_frames_url(RunConfig.model_validate({"distributed": {"mode": "distributed"}})) is None
+    assert isinstance(make_tool_frame_source(embedded, "qwen3_vl", service_url=tool_frames_url(embedded)),
+                      LocalToolFrameSource)
+    # No other runtime code compares the mode (config/memory.py's GPU estimate is not a part).
+    import re
+    from pathlib import Path
+
+    import easyvideor1
+
+    root = Path(easyvideor1.__file__).parent
+    readers = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
+                     if re.search(r"\w\.distributed\.mode\s*[!=]=", p.read_text()))
+    assert readers == ["config/memory.py", "train/parts.py"], readers
 
 
 def test_window_max_pixels_sizes_the_clip_frames(tmp_path, video_path):

@@ -72,3 +72,49 @@ def test_engine_gets_the_configured_kv_cache(tmp_path, tiny_model_dir):
     block_bytes = 2 * probe["layers"] * probe["kv_heads"] * probe["head_size"] * probe["dtype_bytes"] * probe["block_size"]
     assert probe["blocks"] == int(gib * GIB) // block_bytes
     assert "Explicitly set (0.25/" in output  # the CPU worker's own line: no share of the host's RAM
+
+
+def test_every_engine_gets_its_memory_from_engine_args(tiny_model_dir, monkeypatch):
+    """engine_args (VLLMEngine and AsyncVLLMEngine both call it: train, demo, the pool, the pass-rate
+    filter, evr1 eval) gives the KV cache even when the caller names none; the factory passes the
+    config's size, and an explicit kv_cache_memory_bytes (--engine-arg) wins."""
+    from easyvideor1.config.schema import RunConfig
+    from easyvideor1.rollout import vllm_common
+    from easyvideor1.rollout.factory import vllm_engine_kwargs
+    from easyvideor1.rollout.vllm_common import engine_args
+
+    monkeypatch.delenv(LEGACY_ENV, raising=False)
+    assert engine_args(tiny_model_dir)["kv_cache_memory_bytes"] == GIB
+    assert engine_args(tiny_model_dir, kv_cache_gib=0.25)["kv_cache_memory_bytes"] == GIB // 4
+    assert engine_args(tiny_model_dir, kv_cache_memory_bytes=123)["kv_cache_memory_bytes"] == 123
+    cfg = RunConfig.model_validate({"worker": {"actor": {"model_path": str(tiny_model_dir)},
+                                               "rollout": {"kv_cache_gib": 0.5, "gpu_memory_utilization": 0.3}}})
+    kwargs = vllm_engine_kwargs(cfg, on_cpu=True)
+    assert engine_args(tiny_model_dir, **kwargs)["kv_cache_memory_bytes"] == GIB // 2
+    monkeypatch.setattr(vllm_common, "_on_cpu", lambda: False)
+    monkeypatch.setenv("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
+    gpu = engine_args(tiny_model_dir, **vllm_engine_kwargs(cfg, on_cpu=False))
+    assert gpu["gpu_memory_utilization"] == 0.3 and "kv_cache_memory_bytes" not in gpu
+
+
+def test_engines_are_built_only_through_engine_args():
+    """The one home of engine arguments: vllm.LLM and AsyncLLM are constructed in two modules,
+    each from engine_args; any other construction would skip the memory settings."""
+    import ast
+    from pathlib import Path
+
+    def builds(path: Path) -> bool:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+                if name in ("LLM", "AsyncLLM", "from_engine_args", "EngineArgs", "AsyncEngineArgs", "LLMEngine"):
+                    return True
+        return False
+
+    repo = Path(__file__).resolve().parents[2]
+    where = {str(path.relative_to(repo)) for top in ("python", "services", "benchmarks")
+             for path in (repo / top).rglob("*.py") if builds(path)}
+    assert where == {"python/easyvideor1/rollout/vllm_engine.py", "python/easyvideor1/rollout/vllm_async.py"}
+    for name in where:
+        assert "engine_args(model_dir" in (repo / name).read_text()

@@ -17,8 +17,8 @@ import torch
 from easyvideor1.models import build_tiny_model, perturb_weights
 from easyvideor1.models.tiny import random_video_input
 from easyvideor1.rollout import RolloutRequest, SamplingConfig
-from easyvideor1.rollout import weights as weights_mod
-from easyvideor1.rollout.weights import plan_parts, tied_duplicates, weight_payloads, weight_unit
+from easyvideor1.weight_sync import host as weights_mod
+from easyvideor1.weight_sync.host import plan_parts, tied_duplicates, weight_payloads, weight_unit
 
 GREEDY = SamplingConfig(max_tokens=8, temperature=0.0)
 

@@ -40,7 +40,9 @@ def overrides(model_dir: str, precision: str) -> list[str]:
             f"worker.actor.fsdp.mixed_precision={precision}", "worker.actor.fsdp.enable=auto",
             f"worker.actor.micro_batch_token_budget={BUDGET}",
             "worker.actor.mini_batch_size=16", "algorithm.kl.enable=true", "algorithm.kl.use_as=loss",
-            "algorithm.kl.kind=k3", "algorithm.kl.coef=0.1", "algorithm.mix_policy.enable=true"]
+            "algorithm.kl.kind=k3", "algorithm.kl.coef=0.1", "algorithm.mix_policy.enable=true",
+            # The padded micro-batches this split is built around (the shared layout packs them).
+            "worker.actor.shared_prefix=false"]
 
 
 def split_items(model_dir: str, media_dir: str) -> list:

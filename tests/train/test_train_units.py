@@ -1,5 +1,6 @@
 """Sampler, schedule, micro-batching and checkpoint units of the trainer."""
 
+import json
 import math
 
 import pytest
@@ -8,6 +9,7 @@ import torch
 from easyvideor1.algos import aggregate_loss
 from easyvideor1.train.batching import token_budget_microbatches
 from easyvideor1.train.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint, save_checkpoint
+from easyvideor1.train.run_dir import keep_rows_through, set_aside_earlier_run
 from easyvideor1.train.sampler import ResumableSampler
 from easyvideor1.train.schedule import lr_factor
 
@@ -67,6 +69,34 @@ def test_checkpoints_are_atomic_and_pruned(tmp_path):
     assert step == 3 and torch.equal(model["w"], torch.full((2,), 3.0)) and state["sampler"]["epoch"] == 3
     (tmp_path / "checkpoints" / ".step_9.tmp").mkdir()
     assert latest_checkpoint(tmp_path).name == "step_3", "a half-written checkpoint is never picked"
+
+
+def test_resumed_metrics_keep_each_step_once(tmp_path):
+    """Resumed from step 2: the killed run's rows of steps 3-4 (and its torn last line) go, the
+    validation row of step 2 (logged before the checkpoint) stays."""
+    path = tmp_path / "metrics.jsonl"
+    rows = [{"step": 0, "val/accuracy": 0.1}, *({"step": k, "reward/overall": k} for k in (1, 2)),
+            {"step": 2, "val/accuracy": 0.5}, *({"step": k, "reward/overall": k} for k in (3, 4))]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 5, "rew')
+    assert keep_rows_through(path, 2) == 3
+    assert [json.loads(line) for line in path.read_text().splitlines()] == rows[:4]
+    assert keep_rows_through(path, 2) == 0 and keep_rows_through(tmp_path / "missing.jsonl", 2) == 0
+
+
+def test_a_new_run_sets_the_earlier_run_aside(tmp_path):
+    """resume=never (or no checkpoint): the earlier run's metrics, checkpoints, curves and
+    TensorBoard files move to earlier-N/, the next free N; the log file stays."""
+    assert set_aside_earlier_run(tmp_path / "fresh") is None
+    for n in (1, 2):
+        (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": n}) + "\n")
+        save_checkpoint(tmp_path, n, {"w": torch.zeros(1)}, {})
+        (tmp_path / "evr1.log").write_text("log\n")
+        moved = set_aside_earlier_run(tmp_path)
+        assert moved == tmp_path / f"earlier-{n}"
+        assert sorted(p.name for p in moved.iterdir()) == ["checkpoints", "metrics.jsonl"]
+        assert json.loads((moved / "metrics.jsonl").read_text()) == {"step": n}
+        assert latest_checkpoint(tmp_path) is None and (tmp_path / "evr1.log").is_file()
+    assert set_aside_earlier_run(tmp_path) is None
 
 
 def test_actor_model_options_apply(tiny_model_dir):

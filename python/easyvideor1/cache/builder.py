@@ -14,26 +14,28 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from tqdm import tqdm
+from typing import TYPE_CHECKING, Any
 
 from easyvideor1.cache.key import CacheKey, cache_key
 from easyvideor1.cache.loader import index_for_store
 from easyvideor1.cache.stores.base import open_store
 from easyvideor1.cache.worker import build_one, open_build_state
+from easyvideor1.console import Progress
 from easyvideor1.errors import MediaError, MediaMissingError, RowProblem
+from easyvideor1.files import atomic_write
 from easyvideor1.logging import event, get_logger
 from easyvideor1.video.metadata import ImageParams, VideoParams
 from easyvideor1.workpool import ItemResult, WorkerPool, WorkerSpec, WorkerStartError
 from easyvideor1.workpool.proc import exit_description
+
+if TYPE_CHECKING:
+    from easyvideor1.data.loader import GroundTruthCheck
 
 _log = get_logger("cache.builder")
 
@@ -100,15 +102,18 @@ def build_cache(
     store_options: dict[str, Any] | None = None,
     media_root: str | os.PathLike | None = None,
     progress: bool = True,
+    check_ground_truth: GroundTruthCheck | None = None,
 ) -> BuildSummary:
-    """Build the frame cache for every row of ``data_path`` into ``store_url``."""
+    """Build the frame cache for every row of ``data_path`` into ``store_url``; rows failing
+    ``check_ground_truth`` (`evr1 cache build` passes `data validate`'s) are bad rows too."""
     from easyvideor1.data import load_samples_report
 
     started = time.perf_counter()
     video_params = video_params or VideoParams()
     image_params = image_params or ImageParams()
     summary = BuildSummary()
-    samples, summary.bad_rows = load_samples_report(data_path, media_root=media_root)
+    samples, summary.bad_rows = load_samples_report(data_path, media_root=media_root,
+                                                    check_ground_truth=check_ground_truth)
     summary.rows = len(samples)
     store = open_store(store_url, **(store_options or {}))
     try:
@@ -130,8 +135,8 @@ def build_cache(
         summary.unique = len(paths_of)
 
         to_build = []
-        for k in tqdm(list(paths_of), desc="check store", unit="key", file=sys.stderr,
-                      disable=not progress or len(paths_of) < 200):
+        checking = Progress("check store", total=len(paths_of), unit="key", enabled=progress and len(paths_of) >= 200)
+        for k in checking.each(list(paths_of)):
             if store.exists(k):
                 summary.reused += 1
             else:
@@ -162,8 +167,7 @@ def _compute_keys(rows_of: dict[tuple[str, str], list[str]], video_params: Video
     keys: dict[tuple[str, str], CacheKey] = {}
     media_list = list(rows_of)
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool, \
-            tqdm(total=len(media_list), desc="hash media", unit="file", file=sys.stderr,
-                 disable=not progress) as bar:
+            Progress("hash media", total=len(media_list), unit="file", enabled=progress) as bar:
         futures = {pool.submit(one, media): media for media in media_list}
         for future, media in futures.items():
             try:
@@ -217,11 +221,10 @@ def _reply(key: CacheKey, result: ItemResult, timeout: float) -> dict[str, Any]:
 def _run_builds(to_build: list[CacheKey], paths_of: dict[str, list[tuple[str, str]]],
                 rows_of: dict[tuple[str, str], list[str]], config: dict[str, Any], workers: int,
                 timeout: float, progress: bool, summary: BuildSummary) -> None:
-    with tqdm(total=len(to_build), desc="build cache", unit="file", file=sys.stderr, disable=not progress) as bar:
+    with Progress("build cache", total=len(to_build), unit="file", enabled=progress) as bar:
         for key, reply in decode_keys(to_build, config, workers, timeout):
             account(summary, reply, ((media[1], sorted(rows_of[media])) for media in paths_of[key.key]))
-            bar.update(1)
-            bar.set_postfix(built=summary.built, failed=len(summary.failed), refresh=False)
+            bar.update(1, built=summary.built, failed=len(summary.failed))
 
 
 def account(summary: BuildSummary, reply: dict[str, Any], users: Iterable[tuple[str, list[str]]]) -> None:
@@ -296,14 +299,11 @@ def _decode_all(to_build: list[CacheKey], paths_of: dict[str, list[str]], config
 def write_report(path: str | os.PathLike, summary: BuildSummary, data_path: str) -> Path:
     """JSONL, one line per problem: ``{"path", "error_kind", "error_class", "reason", "rows"}``."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(temp, "w", encoding="utf-8") as handle:
+    with atomic_write(path) as handle:
         for problem in summary.bad_rows:
             handle.write(json.dumps({"path": problem.path or data_path, "error_kind": "bad row",
                                      "error_class": "RowProblem", "reason": problem.describe(),
                                      "rows": [f"{problem.path}:{problem.line}"]}) + "\n")
         for failure in summary.failed:
             handle.write(json.dumps(failure.as_dict()) + "\n")
-    os.replace(temp, path)
     return path

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 
 def _filter(args) -> int:
     from easyvideor1.config import load_config
+    from easyvideor1.console import Progress
+    from easyvideor1.data import load_samples
+    from easyvideor1.logging import attach_log_file, log_file
+    from easyvideor1.models.paths import check_model_dir
     from easyvideor1.prompts.renderer import PromptRenderer
     from easyvideor1.rewards.client import open_reward_client
+    from easyvideor1.rewards.gt_check import run_sample_check
     from easyvideor1.rollout.factory import make_engine
     from easyvideor1.rollout.stage import EngineRolloutStage
     from easyvideor1.train.difficulty import filter_by_pass_rate
@@ -19,21 +25,38 @@ def _filter(args) -> int:
     if args.store:
         overrides.append(f"data.frame_cache.store={args.store}")
     cfg = load_config(args.config, overrides + list(args.overrides))
+    check_model_dir(args.model, "--model")
+    # Rows the run's reward could not score (an unknown problem_type, a malformed answer) are
+    # named, file:line: field, before the engine starts, as `evr1 train` does.
+    samples = load_samples(args.data, check_ground_truth=run_sample_check(cfg.worker.reward))
+    out = Path(args.out or Path(args.data).with_suffix(".filtered.jsonl"))
+    attach_log_file(out.with_suffix(".log"))  # vLLM's INFO stream and every event, off the console
     engine = make_engine(cfg)
     rewards = open_reward_client(cfg.worker.reward.url, cfg.worker.reward)
+    progress = None
     try:
         loader = build_frame_loader(cfg, engine.family)
         stage = EngineRolloutStage(engine, loader, PromptRenderer(cfg.data.prompt_template_dir), rewards,
                                    max_prompt_length=cfg.data.max_prompt_length,
                                    max_response_length=cfg.data.max_response_length)
-        out = Path(args.out or Path(args.data).with_suffix(".filtered.jsonl"))
-        report = filter_by_pass_rate(stage, args.data, out, k=args.k, max_tokens=args.max_tokens,
-                                     temperature=args.temperature)
+
+        def on_batch(done: int, so_far) -> None:
+            nonlocal progress
+            if progress is None:  # its total is known once the data is read
+                progress = Progress("filter", total=so_far.total, unit="question", started=started)
+            progress.set(done, kept=sum(0 < r < 1 for r in so_far.pass_rates.values()))
+
+        started = time.monotonic()
+        report = filter_by_pass_rate(stage, samples, out, k=args.k, max_tokens=args.max_tokens,
+                                     temperature=args.temperature, on_batch=on_batch)
     finally:
+        if progress is not None:
+            progress.close()
         rewards.close()
         engine.close()
     print(f"kept {report.kept} of {report.total} (too easy {report.too_easy}, too hard {report.too_hard}, "
-          f"failed {len(report.failed)}) -> {out} (report: {out}.report.json)")
+          f"failed {len(report.failed)}) -> {out} (report: {out}.report.json)"
+          + (f"  log: {log_file()}" if log_file() else ""))
     return 0
 
 

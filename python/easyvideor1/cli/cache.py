@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections import Counter
-
-from tqdm import tqdm
 
 from easyvideor1.errors import CacheError, ConfigError
 from easyvideor1.video.metadata import FACTOR_QWEN2, FACTOR_QWEN3, ImageParams, VideoParams
@@ -47,6 +44,9 @@ def register(subparsers) -> None:
                        help="seconds per file before its decoding process is killed (default 600)")
     build.add_argument("--report", help="write failures and bad rows here (JSONL)")
     build.add_argument("--media-root", help="resolve relative media paths here instead of the data file's folder")
+    build.add_argument("--no-check-ground-truth", action="store_true",
+                       help="do not check each row's problem type and ground truth with its scorer (as "
+                            "`evr1 data validate` does; a row that fails is a bad row, not built)")
     build.add_argument("--json", action="store_true", help="print the summary as JSON")
     build.add_argument("--no-progress", action="store_true", help="no progress bars")
     build.set_defaults(func=_build)
@@ -83,9 +83,12 @@ def _build(args: argparse.Namespace) -> int:
     from easyvideor1.cache.builder import build_cache
 
     video, image = params_from_args(args)
+    check = None
+    if not args.no_check_ground_truth:
+        from easyvideor1.rewards.gt_check import sample_check as check
     summary = build_cache(args.data, args.store, video_params=video, image_params=image, workers=args.workers,
                           timeout=args.timeout, report_path=args.report, media_root=args.media_root,
-                          progress=not args.no_progress)
+                          progress=not args.no_progress, check_ground_truth=check)
     if args.json:
         print(json.dumps(summary.as_dict(), indent=2))
     else:
@@ -98,13 +101,14 @@ def _build(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from easyvideor1.cache.blob import blob_metadata
     from easyvideor1.cache.stores.base import open_store
+    from easyvideor1.console import Progress
 
     count_by_kind: Counter[str] = Counter()
     bytes_by_kind: Counter[str] = Counter()
     with open_store(args.store, create=False) as store:
         keys = list(store.keys())
         stats = store.stats()
-        for key in tqdm(keys, desc="read headers", unit="blob", file=sys.stderr, disable=len(keys) < 200):
+        for key in Progress("read headers", total=len(keys), unit="blob", enabled=len(keys) >= 200).each(keys):
             head = store.read_head(key)
             if head is None:  # deleted since the listing
                 continue

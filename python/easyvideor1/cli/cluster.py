@@ -6,7 +6,8 @@ boards, append-only file on), SeaweedFS S3 (``weed mini``: weights and frame blo
 and the rollout pool on Ray Serve (``evr1 serve rollout``). It returns once all are healthy and
 records pids, ports and URLs in ``DIR/cluster.json`` (mode 0600: it holds the S3 keys), which
 ``evr1 train ... distributed.mode=distributed`` and the Ray trainer entrypoint read for every URL
-the run config leaves unset. ``down`` stops exactly what ``up`` started, by pid (docs/distributed.md).
+the run config leaves unset. A supervisor (``cli/supervise.py``) restarts a service that dies.
+``down`` stops the supervisor, then exactly what ``up`` started, by pid (docs/distributed.md).
 
 A service that fails to come up is reported with its root cause (the exception lines of its own
 log, of the Ray Serve replica for the rollout pool, a port in use, a missing binary), after
@@ -41,7 +42,8 @@ from easyvideor1.cli._procs import (
     spawn,
     stop_session,
 )
-from easyvideor1.config import RunConfig, dump_config, load_config
+from easyvideor1.config import RunConfig, dump_config
+from easyvideor1.config.cli import config_from_args, field_help
 from easyvideor1.config.loader import validate_config
 from easyvideor1.errors import EasyVideoR1Error
 from easyvideor1.logging import attach_log_file, service_env
@@ -104,13 +106,14 @@ def find_binaries() -> dict[str, str]:
 def _check_ports(args: Any) -> None:
     """Ports given on the command line must be free now: fail before starting anything."""
     for flag, port in (("--reward-port", args.reward_port), ("--frame-cache-port", args.frame_cache_port),
-                       ("--rollout-port", args.rollout_port)):
+                       ("--rollout-http-port", args.rollout_port)):
         if port and not port_free(port):
             raise ClusterError(f"port {port} ({flag}) is already in use by {port_holder(port) or 'another process'}; "
                                f"nothing was started: free it, or choose another port (0: any free port)")
 
 
 def _save(path: Path, state: dict[str, Any]) -> None:
+    # 0600 on purpose, unlike every output (easyvideor1.files): the state holds the S3 secret key.
     tmp = path.with_name(f".{path.name}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
@@ -194,6 +197,11 @@ def _env(state: dict[str, Any]) -> dict[str, str]:
     env.update({"RAY_USAGE_STATS_ENABLED": "0", "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1",
                 "EVR1_CLUSTER_FILE": str(Path(state["dir"]) / STATE_FILE), "RAY_AUTH_MODE": ray_auth_mode()})
     env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # one process per engine starts in seconds
+    # Loopback only: Ray (2.60) turns a node address of 127.0.0.1 into the host's interface
+    # address, and binds everything on all interfaces, unless it is told this is a one-node
+    # cluster; every Ray process and client started here inherits that. vLLM's rendezvous
+    # address too (it would pick the interface that routes to the internet).
+    env.update({"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "VLLM_HOST_IP": "127.0.0.1"})
     # vLLM would let it replace worker.rollout.kv_cache_gib of run.yaml (rollout/vllm_memory.py).
     env.pop("VLLM_CPU_KVCACHE_SPACE", None)
     if "s3" in state:
@@ -312,16 +320,20 @@ def _start(state: dict[str, Any], path: Path, args: Any, binaries: dict[str, str
     s3.update(port=ports["s3.port"], url=state["s3"]["endpoint"])
     (root / "s3" / "data").mkdir(exist_ok=True)
 
-    ray_ports = {name: free_port() for name in _RAY_PORTS}
-    temp = tempfile.mkdtemp(prefix="evr1-ray-", dir="/tmp")  # Ray's socket paths must stay short
-    ray = started("ray", spawn([binaries["ray"], "start", "--head", "--block", "--node-ip-address=127.0.0.1",
-                               f"--num-cpus={args.ray_cpus}", f"--temp-dir={temp}", "--dashboard-host=127.0.0.1",
-                               "--include-dashboard=true", "--disable-usage-stats",
-                               *[f"--{name}={port}" for name, port in ray_ports.items()]],
-                              log_path=logs / "ray.log", env={**_env(state), **_RAY_ENV}))
-    ray.update(port=ray_ports["port"], url=f"127.0.0.1:{ray_ports['port']}", temp_dir=temp,
-               dashboard=f"http://127.0.0.1:{ray_ports['dashboard-port']}")
-    _save(path, state)
+    def start_ray_head() -> dict:
+        ray_ports = {name: free_port() for name in _RAY_PORTS}
+        temp = tempfile.mkdtemp(prefix="evr1-ray-", dir="/tmp")  # Ray's socket paths must stay short
+        record = started("ray", spawn([binaries["ray"], "start", "--head", "--block", "--node-ip-address=127.0.0.1",
+                                       f"--num-cpus={args.ray_cpus}", f"--temp-dir={temp}",
+                                       "--dashboard-host=127.0.0.1", "--include-dashboard=true",
+                                       "--disable-usage-stats", *[f"--{name}={port}" for name, port in ray_ports.items()]],
+                                      log_path=logs / "ray.log", env={**_env(state), **_RAY_ENV}))
+        record.update(port=ray_ports["port"], url=f"127.0.0.1:{ray_ports['port']}", temp_dir=temp,
+                      dashboard=f"http://127.0.0.1:{ray_ports['dashboard-port']}")
+        _save(path, state)
+        return record
+
+    ray = start_ray_head()
 
     model = args.model or base.worker.actor.model_path or None
     if model is None:  # the demo's tiny model, built once per cluster dir
@@ -334,8 +346,17 @@ def _start(state: dict[str, Any], path: Path, args: Any, binaries: dict[str, str
 
     wait("redis", "redis", redis, lambda: port_open(redis_port), 30)
     wait("SeaweedFS S3", "s3", s3, lambda: _s3_ready(state["s3"]), args.timeout)
-    wait("Ray head", "ray", ray,
-          lambda: _http_ok(f"{ray['dashboard']}/api/version", ray_auth_headers(ray_auth_mode())), args.timeout)
+    try:
+        _wait("Ray head", "ray", ray, lambda: _http_ok(f"{ray['dashboard']}/api/version",
+                                                       ray_auth_headers(ray_auth_mode())), args.timeout)
+    except ServiceFailed as exc:
+        if not exc.why.startswith("exited"):
+            raise
+        ray = _restart_ray_head(ray, root, start_ray_head)
+        _wait("Ray head", "ray", ray, lambda: _http_ok(f"{ray['dashboard']}/api/version",
+                                                       ray_auth_headers(ray_auth_mode())), args.timeout)
+    if progress is not None:
+        progress.update(1, ready="ray")
 
     env = _env(state)
     fc_port, reward_port = args.frame_cache_port or free_port(), args.reward_port or free_port()
@@ -363,6 +384,18 @@ def _start(state: dict[str, Any], path: Path, args: Any, binaries: dict[str, str
     defaults.update(queue_url=redis["url"], namespace=args.namespace, weights_store=WEIGHTS_STORE,
                     frame_cache_url=frame_cache["url"], reward_url=reward["url"], ray_address=ray["url"],
                     dashboard_url=ray["dashboard"], rollout_url=rollout["url"], run_config=str(run_yaml))
+
+
+def _restart_ray_head(failed: dict, root: Path, start: Callable[[], dict]) -> dict:
+    """Start the Ray head once more, on fresh ports. Under load its raylet can exit while
+    starting: it waits a fixed 15 s for the dashboard agent (ray-project/ray#65983). The first
+    try's Ray logs stay in logs/ray-first-try."""
+    kept = Path(failed["temp_dir"])
+    keep_ray_logs(kept, root / "logs" / "ray-first-try")
+    shutil.rmtree(kept, ignore_errors=True)
+    print(f"evr1 up: the Ray head exited while starting (pid {failed['pid']}; logs in "
+          f"{root / 'logs' / 'ray-first-try'}); starting it again", file=sys.stderr, flush=True)
+    return start()
 
 
 def _data_roots(base: RunConfig) -> list[str]:
@@ -411,11 +444,17 @@ def up(args: Any) -> int:
     path = root / STATE_FILE
     if path.is_file():
         old = json.loads(path.read_text())
-        running = [n for n, r in old.get("services", {}).items() if alive(r["pid"], r.get("start"))]
+        records = {**old.get("services", {}), **({"supervisor": old["supervisor"]} if "supervisor" in old else {})}
+        running = [n for n, r in records.items() if alive(r["pid"], r.get("start"))]
         if running:
             raise ClusterError(f"the cluster of {path} is still running ({', '.join(running)}): "
                                f"run `evr1 down --dir {args.dir}` first")
-    base = load_config(args.config)  # a config error stops here, before anything starts
+    base = config_from_args(args)  # a config error stops here, before anything starts
+    if args.model or base.worker.actor.model_path:  # none: the demo's tiny model, built below
+        from easyvideor1.models.paths import check_model_dir
+
+        check_model_dir(args.model or base.worker.actor.model_path,
+                        "--model-path" if args.model else "worker.actor.model_path")
     args.namespace = args.namespace or base.distributed.namespace
     state: dict[str, Any] = {"version": 1, "state": "starting", "dir": str(root), "created_at": time.time(),
                              "namespace": args.namespace, "services": {}, "defaults": {}}
@@ -440,6 +479,9 @@ def up(args: Any) -> int:
         detail = str(exc) if isinstance(exc, EasyVideoR1Error) else f"{type(exc).__name__}: {exc}"
         raise ClusterError(f"evr1 up failed: {detail}\n({stopped}; logs in {root / 'logs'})") from exc
     progress.close()
+    from easyvideor1.cli import supervise
+
+    state["supervisor"] = supervise.start(state, root, _env(state))  # restarts a service that dies (docs)
     state["state"] = "up"
     _save(path, state)
     print(_summary(state), flush=True)
@@ -447,6 +489,9 @@ def up(args: Any) -> int:
 
 
 def _stop_all(state: dict[str, Any], path: Path, grace: float) -> dict[str, list]:
+    from easyvideor1.cli import supervise
+
+    state = supervise.stop(path.parent, state, grace)  # first: nothing is restarted while `down` stops it
     left = {}
     for name in reversed(ORDER):
         record = state["services"].get(name)
@@ -486,6 +531,8 @@ def _health(name: str, record: dict) -> bool:
 
 
 def status(args: Any) -> int:
+    from easyvideor1.cli import supervise
+
     state = _load(Path(args.dir).resolve())
     rows = []
     for name in ORDER:
@@ -494,15 +541,20 @@ def status(args: Any) -> int:
             continue
         up_ = alive(record["pid"], record.get("start"))
         rows.append({"service": name, "pid": record["pid"], "alive": up_, "healthy": up_ and _health(name, record),
-                     "url": record.get("url")})
-    ok = state.get("state") == "up" and rows and all(r["healthy"] for r in rows)
+                     "url": record.get("url"), **supervise.restart_fields(record)})
+    watcher = supervise.watcher(state)
+    ok = state.get("state") == "up" and rows and all(r["healthy"] for r in rows) and watcher.get("alive", True)
     if args.json:
         print(json.dumps({"state": state.get("state"), "healthy": bool(ok), "services": rows,
-                          "defaults": state.get("defaults", {})}))
+                          "supervisor": watcher or None, "defaults": state.get("defaults", {})}))
     else:
         print(f"cluster {state['dir']}: {state.get('state')}")
         for r in rows:
-            print(f"  {r['service']:<12} pid {r['pid']:<8} {'healthy' if r['healthy'] else 'DOWN':<8} {r['url']}")
+            print(f"  {r['service']:<12} pid {r['pid']:<8} {'healthy' if r['healthy'] else 'DOWN':<8} {r['url']}"
+                  f"{supervise.status_text(r)}")
+        if watcher:
+            print(f"  {'supervisor':<12} pid {watcher['pid']:<8} {'watching' if watcher['alive'] else 'DOWN':<8} "
+                  f"{watcher['log']}")
     return 0 if ok else 1
 
 
@@ -511,6 +563,8 @@ def _summary(state: dict[str, Any]) -> str:
     lines = [f"evr1 cluster up in {state['dir']} (namespace {state['namespace']}, model {state['model']})"]
     for name in ORDER:
         lines.append(f"  {name:<12} pid {s[name]['pid']:<8} {s[name]['url']}")
+    lines.append(f"  supervisor   pid {state['supervisor']['pid']:<8} restarts a service that dies "
+                 f"({state['supervisor']['log']})")
     lines += [f"  dashboard    {d['dashboard_url']}", f"  weights      {WEIGHTS_STORE}, frames {FRAMES_STORE}",
               f"  run config   {d['run_config']} (the services' --config)",
               "train:  evr1 train CONFIG distributed.mode=distributed   (unset URLs come from "
@@ -527,20 +581,24 @@ def register(subparsers) -> None:
     p.add_argument("--config", default=None, metavar="RUN.yaml",
                    help="run config the services start from (engine limits, reward, serve.*); the cluster's "
                         "URLs, ports and the flags below replace its fields in DIR/run.yaml")
-    p.add_argument("--model", default=None, help="model directory of the rollout pool (default: "
-                   "worker.actor.model_path of --config, else a tiny demo model)")
-    p.add_argument("--namespace", default=None, help="queue namespace (distributed.namespace, default 'default')")
-    # These override --config (or the defaults) when given.
-    p.add_argument("--replicas", type=int, default=None, help="rollout replicas (serve.rollout.replicas)")
-    p.add_argument("--engine", choices=["vllm", "hf"], default=None, help="worker.rollout.engine")
-    p.add_argument("--visibility-timeout", type=float, default=None,
-                   help="rollout task lease, seconds (serve.rollout.visibility_timeout_s)")
-    p.add_argument("--reward-workers", type=int, default=None, help="worker.reward.workers")
-    p.add_argument("--kv-cache-gib", type=float, default=None,
-                   help="vLLM KV cache per rollout replica on CPU, GiB (worker.rollout.kv_cache_gib, default 1)")
-    p.add_argument("--reward-port", type=int, default=0, help="reward service port (0: a free one)")
-    p.add_argument("--frame-cache-port", type=int, default=0, help="frame-cache service port (0: a free one)")
-    p.add_argument("--rollout-port", type=int, default=0, help="rollout pool's Serve HTTP port (0: a free one)")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                   help="dotted run-config overrides of --config (the cluster's URLs and ports still win)")
+    # Flags that override a config field carry its name (config/cli.py), prefixed by the service
+    # where two sections share it (the ports); the older spellings still work.
+    p.add_argument("--model-path", "--model", dest="model", default=None,
+                   help=field_help("worker.actor.model_path") + "; unset: a tiny demo model")
+    p.add_argument("--namespace", default=None, help=field_help("distributed.namespace"))
+    p.add_argument("--replicas", type=int, default=None, help=field_help("serve.rollout.replicas"))
+    p.add_argument("--engine", choices=["vllm", "hf"], default=None, help=field_help("worker.rollout.engine"))
+    p.add_argument("--visibility-timeout-s", "--visibility-timeout", dest="visibility_timeout", type=float,
+                   default=None, help=field_help("serve.rollout.visibility_timeout_s"))
+    p.add_argument("--reward-workers", type=int, default=None, help=field_help("worker.reward.workers"))
+    p.add_argument("--kv-cache-gib", type=float, default=None, help=field_help("worker.rollout.kv_cache_gib"))
+    p.add_argument("--reward-port", type=int, default=0, help="serve.reward.port of the cluster (0: a free one)")
+    p.add_argument("--frame-cache-port", type=int, default=0,
+                   help="serve.frame_cache.port of the cluster (0: a free one)")
+    p.add_argument("--rollout-http-port", "--rollout-port", dest="rollout_port", type=int, default=0,
+                   help="serve.rollout.http_port of the cluster, the pool's Serve HTTP port (0: a free one)")
     p.add_argument("--ray-cpus", type=int, default=max(8, os.cpu_count() or 1),
                    help="logical CPUs the Ray head offers (replicas and trainer ranks reserve them)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for each service")

@@ -35,7 +35,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     validate.add_argument("file", help="data file (JSONL, or a JSON list of rows)")
     validate.add_argument("--media-root", default=None,
                           help="folder relative media paths resolve against (default: the file's folder)")
-    validate.add_argument("--no-check-media", action="store_true", help="do not check that media files exist")
+    validate.add_argument("--no-check-media", action="store_true",
+                          help="do not check that media files exist (nor, for a prepared manifest's rows, that "
+                               "their keys are in the frame store)")
+    validate.add_argument("--store", default=None, metavar="URL",
+                          help="prepared rows: the frame store whose keys are checked, as the pods that read the "
+                               "manifest see it (default: the store each row records)")
     validate.add_argument("--no-check-ground-truth", action="store_true",
                           help="do not parse each ground truth with its problem type's scorer")
     validate.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -139,11 +144,21 @@ def _add_input_output(parser: argparse.ArgumentParser, out_metavar: str) -> None
 
 
 def _validate(args: argparse.Namespace) -> int:
-    check = None
+    checks = []
     if not args.no_check_ground_truth:
-        from easyvideor1.rewards.gt_check import sample_check as check
-    report = validate_file(args.file, media_root=args.media_root, check_media=not args.no_check_media,
-                           check_ground_truth=check)
+        from easyvideor1.rewards.gt_check import sample_check
+
+        checks.append(sample_check)
+    stores = _KeyLookup(args.store)
+    if not args.no_check_media:
+        from easyvideor1.data.prepared import prepared_row_check
+
+        checks.append(prepared_row_check(stores.exists))
+    try:
+        report = validate_file(args.file, media_root=args.media_root, check_media=not args.no_check_media,
+                               check_ground_truth=lambda sample: next(filter(None, (c(sample) for c in checks)), None))
+    finally:
+        stores.close()
     if args.json:
         print(json.dumps({
             "path": report.path, "ok": report.ok, "valid_rows": len(report.samples),
@@ -153,6 +168,26 @@ def _validate(args: argparse.Namespace) -> int:
     else:
         print(report.format())
     return 0 if report.ok else 1
+
+
+class _KeyLookup:
+    """Whether a key is in a frame store: ``--store`` when given, else the URL the row records;
+    each store opened once (never created)."""
+
+    def __init__(self, store: str | None):
+        self.store, self.open = store, {}
+
+    def exists(self, recorded: str, key: str) -> bool:
+        from easyvideor1.cache.stores.base import open_store
+
+        url = self.store or recorded
+        if url not in self.open:
+            self.open[url] = open_store(url, create=False)
+        return self.open[url].exists(key)
+
+    def close(self) -> None:
+        for store in self.open.values():
+            store.close()
 
 
 def _read_checked(args: argparse.Namespace) -> list | None:

@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from easyvideor1.config.cli import field_help, field_info, flag_name
 from easyvideor1.errors import ConfigError
 
 # Exit status when the run finished but some benchmark's data did not load (1: could not run).
@@ -52,9 +53,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     frames.add_argument("--image-max-pixels", type=int)
     gen = ev.add_argument_group("generation")
     gen.add_argument("--max-tokens", type=int, default=512)
-    gen.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
-    gen.add_argument("--top-p", type=float, default=1.0)
-    gen.add_argument("--top-k", type=int, default=0, help="0 = off (e.g. 20 for Qwen3-VL thinking models)")
+    gen.add_argument("--temperature", type=float, default=_default("worker.rollout.val_temperature"),
+                     help="0 = greedy (default, as validation's worker.rollout.val_temperature)")
+    gen.add_argument("--top-p", type=float, default=_default("worker.rollout.top_p"),
+                     help=field_help("worker.rollout.top_p"))
+    gen.add_argument("--top-k", type=int, default=_default("worker.rollout.top_k"), metavar="K",
+                     help=field_help("worker.rollout.top_k") + "; e.g. 20 for Qwen3-VL thinking models")
     gen.add_argument(
         "--seed", type=int, default=0, help="with --temperature > 0, each item's seed derives from it"
     )
@@ -74,6 +78,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="tokens per sequence (default: the model's positions, at most 32768)",
     )
+    gen.add_argument("--kv-cache-gib", type=float, default=_default("worker.rollout.kv_cache_gib"), metavar="GIB",
+                     help=field_help("worker.rollout.kv_cache_gib"))
     gen.add_argument(
         "--engine-arg",
         action="append",
@@ -91,10 +97,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     tools.add_argument("--tools", action="store_true",
                        help="after the single-turn run, answer every item again with get_frames/zoom declared "
                        "(multi-turn) and report accuracy, turns and frames used beside the single-turn result")
-    tools.add_argument("--tool-max-turns", type=int, help="most tool calls per answer (worker.rollout.tools.max_turns)")
-    tools.add_argument("--tool-frames-per-call", type=int, help="most frames one get_frames call returns")
-    tools.add_argument("--tool-frames-per-trajectory", type=int, help="most frames all calls of one answer fetch")
-    tools.add_argument("--tool-max-fps", type=float, help="highest rate get_frames samples at")
+    for field, kind in _TOOL_FIELDS.items():  # each the field's name; the older --tool-NAME still works
+        tools.add_argument(flag_name(field), dest=_dest(field), type=kind, metavar="N" if kind is int else "F",
+                           help=field_help(f"worker.rollout.tools.{field}"))
+        tools.add_argument(f"--tool-{flag_name(field)[2:]}", dest=_dest(field), type=kind, help=argparse.SUPPRESS)
     ev.add_argument("--no-progress", action="store_true")
     ev.set_defaults(func=_run)
     sub = ev.add_subparsers(dest="eval_command", metavar="SUBCOMMAND")
@@ -108,8 +114,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     listing.set_defaults(func=_list)
 
 
-def _engine_args(pairs: list[str], max_model_len: int | None) -> dict:
-    out: dict = {} if max_model_len is None else {"max_model_len": max_model_len}
+# The worker.rollout.tools fields that --tools takes from the command line, and their types.
+_TOOL_FIELDS = {"max_turns": int, "frames_per_call": int, "frames_per_trajectory": int, "max_fps": float}
+
+
+def _dest(field: str) -> str:
+    return f"tools_{field}"
+
+
+def _default(dotted: str):
+    return field_info(dotted)[1]
+
+
+def _engine_args(pairs: list[str], max_model_len: int | None, kv_cache_gib: float) -> dict:
+    out: dict = {"kv_cache_gib": kv_cache_gib}
+    if max_model_len is not None:
+        out["max_model_len"] = max_model_len
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
@@ -122,12 +142,16 @@ def _engine_args(pairs: list[str], max_model_len: int | None) -> dict:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from easyvideor1.eval.results import refuse_finished_out
     from easyvideor1.eval.runner import EvalConfig, parse_benchmarks, run_eval
     from easyvideor1.logging import attach_log_file, log_file
     from easyvideor1.rollout.base import SamplingConfig
 
     if not args.model or not args.benchmarks:
         raise ConfigError("evr1 eval needs --model and --benchmarks (see evr1 eval --help)")
+    from easyvideor1.models.paths import check_model_dir
+
+    check_model_dir(args.model, "--model")
     if args.resume and not args.out:
         raise ConfigError("--resume needs --out (the folder of the run to continue)")
     out = (
@@ -135,6 +159,8 @@ def _run(args: argparse.Namespace) -> int:
         if args.out
         else Path("eval_runs") / f"{Path(args.model).name}-{time.strftime('%Y%m%d-%H%M%S')}"
     )
+    # A finished run's folder is refused before its log is appended to or an engine starts.
+    refuse_finished_out(out, resume=args.resume)
     attach_log_file(out / "evr1.log")  # every line of the run, the engine's included
     judge = None
     if args.judge_url:
@@ -168,7 +194,7 @@ def _run(args: argparse.Namespace) -> int:
         prompt_style=args.prompt_style,
         request_timeout_s=args.timeout,
         judge=judge,
-        engine_kwargs=_engine_args(args.engine_arg, args.max_model_len),
+        engine_kwargs=_engine_args(args.engine_arg, args.max_model_len, args.kv_cache_gib),
         progress=not args.no_progress,
     )
     result = _run_tools(args, config) if args.tools else run_eval(config)
@@ -198,22 +224,18 @@ def _run(args: argparse.Namespace) -> int:
     return EXIT_PARTIAL if result.get("load_failures") else 0
 
 
-# --tool-* flag -> ToolsConfig field (a flag left out keeps the field's default).
-_TOOL_FIELDS = {"tool_max_turns": "max_turns", "tool_frames_per_call": "frames_per_call",
-                "tool_frames_per_trajectory": "frames_per_trajectory", "tool_max_fps": "max_fps"}
-
-
 def _run_tools(args: argparse.Namespace, config) -> dict:
     from pydantic import ValidationError
 
     from easyvideor1.config.schema import ToolsConfig
     from easyvideor1.eval.tools import run_tool_eval
 
-    given = {field: getattr(args, flag) for flag, field in _TOOL_FIELDS.items() if getattr(args, flag) is not None}
+    given = {field: getattr(args, _dest(field)) for field in _TOOL_FIELDS if getattr(args, _dest(field)) is not None}
     try:
         tools = ToolsConfig(enabled=True, **given)
     except ValidationError as exc:
-        problems = "; ".join(f"--tool-{str(e['loc'][0]).replace('_', '-')}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(f"{flag_name(str(e['loc'][0]))} (worker.rollout.tools.{e['loc'][0]}): {e['msg']}"
+                             for e in exc.errors())
         raise ConfigError(f"evr1 eval --tools: {problems}") from None
     return run_tool_eval(config, tools)
 

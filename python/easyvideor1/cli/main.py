@@ -57,7 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Commands (with their sub-command) that run in console mode; services keep plain logging, which
 # goes to their own log files whole.
-CONSOLE_COMMANDS = {("demo",), ("train",), ("eval",), ("up",), ("cache", "build"), ("data", "prepare")}
+CONSOLE_COMMANDS = {("demo",), ("train",), ("eval",), ("up",), ("cache", "build"), ("data", "prepare"),
+                    ("data", "filter-by-pass-rate")}
 
 
 def console_mode(args: argparse.Namespace) -> bool:

@@ -2,8 +2,10 @@
 
 Every service and worker command takes the same run-config file. The flags a command keeps
 are overrides of config fields and carry the field's own name (``--max-batch`` is
-``serve.reward.max_batch``); their help shows the field's description and default, so a
-flag can never disagree with the config. ``KEY=VALUE`` arguments override any field.
+``serve.reward.max_batch``). A flag made by :func:`add_config_arguments` has no default and no
+type of its own: its help is the field's description and default, read from the schema, and its
+value reaches the field as ``KEY=VALUE`` and is validated there, so it means exactly what the
+field means. ``KEY=VALUE`` arguments override any field.
 """
 
 from __future__ import annotations
@@ -41,6 +43,12 @@ def flag_name(dotted: str) -> str:
     return "--" + dotted.rsplit(".", 1)[-1].replace("_", "-")
 
 
+def field_help(dotted: str) -> str:
+    """A flag's help: the field's description, its dotted name and its default."""
+    info, default = field_info(dotted)
+    return f"{(info.description or '').rstrip('.')} [config {dotted}, default {default!r}]"
+
+
 def add_config_arguments(parser: argparse.ArgumentParser, fields: Sequence[str], *,
                          overrides: bool = True) -> None:
     """``--config``, optional positional ``KEY=VALUE`` overrides, and one flag per dotted field."""
@@ -49,9 +57,8 @@ def add_config_arguments(parser: argparse.ArgumentParser, fields: Sequence[str],
     if overrides:
         parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dotted run-config overrides")
     for dotted in fields:
-        info, default = field_info(dotted)
-        description = (info.description or "").rstrip(".")
-        dest, help_text = _DEST_PREFIX + dotted.replace(".", "__"), f"{description} [config {dotted}, default {default!r}]"
+        info, _ = field_info(dotted)
+        dest, help_text = _DEST_PREFIX + dotted.replace(".", "__"), field_help(dotted)
         if info.annotation is bool:  # a switch: the flag alone sets the field true
             parser.add_argument(flag_name(dotted), dest=dest, default=None, action="store_const", const="true",
                                 help=help_text)

@@ -12,7 +12,12 @@
   ``video_max_frames`` frames at ``video_max_pixels``), from :class:`ActivationCosts` (the costs
   the adaptive keep policy starts from): full checkpointing, the fixed kept shares, or nothing
   recomputed; the adaptive policy keeps more only where memory is free, so its need is that of
-  full checkpointing;
+  full checkpointing. With the shared-prefix layout (``worker.actor.shared_prefix``) the tokens
+  are as laid out: a group's prompt once, then its responses (whole groups where they fit the
+  budget, else chunks of responses, each laying the prompt out again); the logits are those of
+  every response token; and each layer's attention gathers the prompt's keys and values for
+  every response (models/attention.py), counted for the layer being recomputed with its
+  gradient, and for each layer that keeps its activations;
 * vLLM: its ``gpu_memory_utilization`` share of the GPU, which must hold the bf16 weights (per
   tensor-parallel rank) and the KV cache of one group; colocated it sleeps while the actor trains.
 
@@ -308,9 +313,59 @@ def _world(cfg: RunConfig) -> tuple[int, bool]:
     return (ranks if wrapped else 1), wrapped
 
 
+def shared_prefix_applies(cfg: RunConfig, shape: ModelShape) -> bool:
+    """As train/vlm.py ``uses_shared_prefix`` decides from the model (models/packing.py): on, with the
+    packed attention, for a model without recurrent layers (Qwen3.5 has them)."""
+    actor = cfg.worker.actor
+    return actor.shared_prefix and actor.attention != "sdpa" and not shape.model_type.startswith("qwen3_5")
+
+
+@dataclass(frozen=True)
+class MicroBatch:
+    """The largest micro-batch dynamic batching fills (train/batching.py)."""
+
+    sequences: int  # responses
+    prompts: int  # prompts laid out (one per sequence without a shared prefix)
+    size: Any  # :class:`~easyvideor1.models.checkpointing.MicroBatchSize`
+    gathered_keys: int  # keys each layer's shared-prefix attention gathers (0: not shared)
+
+
+def largest_micro_batch(cfg: RunConfig, shape: ModelShape, seq: SequenceSize, shard: int) -> MicroBatch:
+    """Within ``micro_batch_token_budget`` and the rank's share of a mini-batch. With a shared prefix
+    a group costs its prompt once: whole groups where they fit, else chunks of responses each laying
+    the prompt out again; every response's keys are its prompt's and its own."""
+    from easyvideor1.models.checkpointing import MicroBatchSize
+
+    actor, n, budget = cfg.worker.actor, cfg.worker.rollout.n, cfg.worker.actor.micro_batch_token_budget
+    if not shared_prefix_applies(cfg, shape):
+        per_mb = max(1, min(max(1, actor.mini_batch_size * n // shard), budget // max(1, seq.tokens)))
+        return MicroBatch(per_mb, per_mb, MicroBatchSize(tokens=per_mb * seq.tokens, patches=per_mb * seq.patches,
+                                                          response_tokens=per_mb * seq.response_tokens), 0)
+    group = seq.prompt_tokens + n * seq.response_tokens
+    if group <= budget:
+        prompts = max(1, min(max(1, actor.mini_batch_size // shard), budget // group))
+        per_mb = prompts * n
+    else:
+        prompts, per_mb = 1, max(1, min(n, (budget - seq.prompt_tokens) // max(1, seq.response_tokens)))
+    # Logits are computed only where they predict a response token (models/packing.py), so the
+    # vocabulary-wide term counts the responses' tokens, the prompt's none.
+    size = MicroBatchSize(tokens=prompts * seq.prompt_tokens + per_mb * seq.response_tokens,
+                          patches=prompts * seq.patches, response_tokens=per_mb * seq.response_tokens)
+    keys = prompts * seq.prompt_tokens + per_mb * (seq.prompt_tokens + seq.response_tokens)
+    return MicroBatch(per_mb, prompts, size, keys)
+
+
+def _gathered_kv_bytes(shape: ModelShape, keys: int, kept_layers: int, element: int) -> float:
+    """The shared-prefix attention's gathered keys and values (all query heads): one layer's while it is
+    (re)computed and their gradient in its backward, plus those each layer keeping its activations holds."""
+    per_layer = 2.0 * element * keys * shape.heads * shape.head_dim
+    live = 2 if kept_layers < shape.layers else 1  # the last layer's backward follows its forward directly
+    return per_layer * (kept_layers + live)
+
+
 def estimate_memory(cfg: RunConfig, *, frames: int | None = None, shape: ModelShape | None = None) -> MemoryEstimate:
     """The per-GPU memory of ``cfg`` (``frames``: instead of ``data.video_max_frames``)."""
-    from easyvideor1.models.checkpointing import ActivationCosts, MicroBatchSize
+    from easyvideor1.models.checkpointing import ActivationCosts
 
     actor, rollout = cfg.worker.actor, cfg.worker.rollout
     shape = shape or model_shape(actor.model_path)
@@ -332,13 +387,10 @@ def estimate_memory(cfg: RunConfig, *, frames: int | None = None, shape: ModelSh
         parts["reference model (fp32)"] = 0.0 if offload else 4.0 * p / shard
 
     seq = sequence_size(cfg, shape, frames)
-    # Dynamic batching fills micro_batch_token_budget, within the rank's share of a mini-batch.
-    per_rank = max(1, actor.mini_batch_size * rollout.n // shard)
-    per_mb = max(1, min(per_rank, actor.micro_batch_token_budget // max(1, seq.tokens)))
+    batch = largest_micro_batch(cfg, shape, seq, shard)
+    size = batch.size
     costs = ActivationCosts.estimate(shape.activation_config(), lm_layers=shape.layers,
                                      vision_layers=shape.vision_layers)
-    size = MicroBatchSize(tokens=per_mb * seq.tokens, patches=per_mb * seq.patches,
-                          response_tokens=per_mb * seq.response_tokens)
     if not actor.gradient_checkpointing:
         kept, how = (shape.layers, shape.vision_layers), "no gradient checkpointing"
     elif actor.keep_policy == "fixed" or (actor.keep_policy == "auto" and cfg.trainer.device == "cpu"):
@@ -351,6 +403,11 @@ def estimate_memory(cfg: RunConfig, *, frames: int | None = None, shape: ModelSh
     if not bf16:
         activations *= 2  # the costs are for bf16 compute; fp32 doubles the tensors that are bf16
     parts["activations, largest micro-batch"] = activations
+    if batch.gathered_keys:
+        parts["shared-prefix gathered K/V"] = _gathered_kv_bytes(shape, batch.gathered_keys, kept[0], 2 if bf16 else 4)
+        prompts = f"{batch.prompts} prompt" + "s" * (batch.prompts > 1)
+        notes.append(f"shared prefix (worker.actor.shared_prefix): {prompts} and {batch.sequences} responses per "
+                     f"micro-batch, {size.tokens} tokens as laid out")
     notes.insert(0, f"activations: {how}")
     parts["CUDA context, allocator slack"] = OVERHEAD_GIB * GIB
 
@@ -364,7 +421,7 @@ def estimate_memory(cfg: RunConfig, *, frames: int | None = None, shape: ModelSh
         role = "shared GPU"
     state = sum(v for k, v in parts.items() if k.startswith(("fp32", "AdamW", "reference")))
     persistent = state + OVERHEAD_GIB * GIB
-    return MemoryEstimate(shape=shape, role=role, shard=shard, sequence=seq, sequences_per_micro_batch=per_mb,
+    return MemoryEstimate(shape=shape, role=role, shard=shard, sequence=seq, sequences_per_micro_batch=batch.sequences,
                           parts=parts, persistent=persistent, vllm_share=rollout.gpu_memory_utilization,
                           rollout_need=rollout_need, notes=notes)
 

@@ -191,6 +191,11 @@ class ActorConfig(Section):
     compile: bool = Field(False, description="torch.compile each decoder layer and vision block (GPU).")
     padding_free: bool = Field(False, description="Pack the sequences of a micro-batch into one row, no "
                                "padding (causal attention kept per sequence by the packed attention).")
+    shared_prefix: bool = Field(True, description="Lay each group's prompt out once per micro-batch, its "
+                                "responses after it, each attending to the prompt and itself: the vision "
+                                "tower and the prompt run once per group, log-probs and gradients unchanged "
+                                "(models/packing.py). Needs the packed attention (not attention: sdpa) and a "
+                                "model without recurrent layers (not Qwen3.5); elsewhere it is off.")
     recompute_old_log_probs: bool = Field(True, description="Recompute old log-probs with the trainer's "
                                           "forward (otherwise use the engine's).")
     entropy_coef: float = Field(0.0, ge=0, description="Entropy bonus coefficient.")
@@ -224,6 +229,14 @@ class ToolsConfig(Section):
                              "frame-cache service's tool endpoint in distributed mode).")
 
 
+class WeightSyncConfig(Section):
+    """How the trainer's weights reach the rollout engine (weight_sync/)."""
+
+    bucket_mib: int = Field(1024, ge=1, description="Size of the reusable bucket the actor's weights are cast "
+                            "into, layer by layer, for each push to the engine (a decoder layer larger than "
+                            "it goes alone); one RPC per full bucket.")
+
+
 class RolloutConfig(Section):
     engine: Literal["vllm", "hf"] = Field("vllm", description="Generation backend.")
     n: int = Field(8, ge=1, description="Responses per question (group size).")
@@ -249,6 +262,7 @@ class RolloutConfig(Section):
                                        "and drops its KV cache; 2 drops both (the weights are woken first and "
                                        "reloaded from the actor, then the KV cache).")
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    weight_sync: WeightSyncConfig = Field(default_factory=WeightSyncConfig)
 
 
 class RewardConfig(Section):
@@ -315,10 +329,19 @@ class TrainerConfig(Section):
     total_steps: int = Field(100, ge=1, description="RL steps to run.")
     val_every: int = Field(10, ge=0, description="Validate every k steps (0: never).")
     val_before_train: bool = Field(True, description="Validate once before the first step.")
-    save_every: int = Field(0, ge=0, description="Checkpoint every k steps (0: only at the end).")
+    # A killed run redoes at most save_every steps or save_every_s seconds of work, whichever is less.
+    save_every: int = Field(20, ge=0, description="Checkpoint every k steps (0: not by steps); the run's end "
+                            "always saves.")
+    save_every_s: float = Field(1800.0, ge=0, description="Also checkpoint after a step once this many seconds "
+                                "have passed since the last checkpoint or the start (0: not by time).")
+    keep_checkpoints: int = Field(2, ge=1, description="Newest checkpoints kept in output_dir/checkpoints; "
+                                  "older ones are deleted after each save.")
     output_dir: str = Field("runs/default", description="Run folder: checkpoints, metrics, plots.")
-    resume: Literal["auto", "never"] = Field("auto", description="auto: resume from the newest checkpoint "
-                                             "in output_dir.")
+    resume: Literal["auto", "never"] = Field("auto", description="auto: continue from the newest checkpoint "
+                                             "in output_dir, dropping the metrics.jsonl rows of later steps; "
+                                             "never, or no checkpoint: a new run, which first moves an earlier "
+                                             "run's metrics.jsonl, checkpoints/, tensorboard/ and curves.png to "
+                                             "output_dir/earlier-N/.")
     loggers: list[Literal["console", "jsonl", "tensorboard", "wandb"]] = Field(
         default_factory=lambda: ["console", "jsonl", "tensorboard"], description="Metric sinks.")
     experiment_name: str = Field("easyvideor1", description="Name shown in loggers.")
@@ -446,8 +469,16 @@ class RolloutPoolConfig(Section):
     max_replicas: int = Field(1, ge=1, description="Autoscaling upper bound.")
     tasks_per_replica: int = Field(16, ge=1, description="Autoscaling target backlog per replica.")
     batch_size: int = Field(8, ge=1, description="Tasks leased per engine call.")
-    visibility_timeout_s: float = Field(300.0, gt=0, description="Seconds before a leased, unacked task is "
-                                        "delivered to another worker.")
+    visibility_timeout_s: float = Field(300.0, gt=0, description="Longest a worker holds one leased task, "
+                                        "heartbeats included: a task still unfinished this long after its "
+                                        "delivery goes to another worker (a live but stuck worker; a dead one "
+                                        "loses its tasks after lease_s). Raise it for generations that take "
+                                        "longer.")
+    lease_s: float = Field(10.0, gt=0, description="Seconds a leased task stays with its worker without a "
+                           "heartbeat: a live worker renews the leases of the tasks in hand every lease_s/3, so "
+                           "a dead worker's tasks go to another worker about lease_s after it died, however "
+                           "long generation takes. At most visibility_timeout_s (a larger value is taken as it: "
+                           "no renewals).")
     max_attempts: int = Field(3, ge=1, description="Deliveries before a task is dead-lettered.")
     weights_timeout_s: float = Field(300.0, gt=0, description="Longest wait for a wanted policy version.")
     reward_patience_s: float = Field(120.0, gt=0, description="How long scoring is retried while the reward "

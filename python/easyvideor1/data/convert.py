@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from typing import Any
 from easyvideor1.data.loader import GroundTruthCheck, load_samples_report
 from easyvideor1.data.schema import IMAGE_PLACEHOLDER, VIDEO_PLACEHOLDER, Sample, parse_row
 from easyvideor1.errors import DataError, RowProblem
+from easyvideor1.files import atomic_path, atomic_write
 
 FROM_FORMATS = ("evr1", "video-r1", "verl")
 EXPORT_FORMATS = ("verl", "trl")
@@ -387,26 +387,13 @@ def _write_parquet(records: list[dict[str, Any]], out: str | os.PathLike, target
     table = pa.Table.from_pylist(records, schema=_schema(pa, target, list(records[0]) if records else None))
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         pq.write_table(table, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return path
 
 
 def _write_text(out: str | os.PathLike, text: str) -> Path:
     path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_write(path) as handle:
+        handle.write(text)
     return path

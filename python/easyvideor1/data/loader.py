@@ -16,17 +16,15 @@ from __future__ import annotations
 
 import json
 import os
-import sys
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from tqdm import tqdm
-
-from easyvideor1.data.schema import Sample, is_url, parse_row
+from easyvideor1.console import Progress
+from easyvideor1.data.schema import PREPARED_FIELD, Sample, is_url, parse_row
 from easyvideor1.errors import DataError, RowProblem
+from easyvideor1.files import atomic_write
 
 _PROGRESS_MIN_ROWS = 20000  # below this, loading takes well under a second: no bar
 MAX_ROW_BYTES = 16 << 20  # one JSONL line / one row of a JSON list, UTF-8 bytes
@@ -59,6 +57,7 @@ def load_samples(
     strict: bool = True,
     media_root: str | os.PathLike | None = None,
     check_media: bool = False,
+    check_ground_truth: GroundTruthCheck | None = None,
 ) -> list[Sample]:
     """Load and validate every row of ``path``.
 
@@ -67,9 +66,11 @@ def load_samples(
     the problems). Relative media paths resolve against ``media_root`` or the file's folder.
     ``path`` (and ``media_root``) may be an ``s3://bucket/key`` URL: the object is fetched,
     and relative media resolve against its key prefix (``s3://`` URLs in the rows stay as
-    they are). ``check_media=True`` also reports local media files that do not exist.
+    they are). ``check_media=True`` also reports local media files that do not exist;
+    ``check_ground_truth`` as in :func:`load_samples_report`.
     """
-    samples, problems = load_samples_report(path, media_root=media_root, check_media=check_media)
+    samples, problems = load_samples_report(path, media_root=media_root, check_media=check_media,
+                                            check_ground_truth=check_ground_truth)
     if problems and strict:
         raise DataError(problems)
     return samples
@@ -134,8 +135,9 @@ def load_samples_report(
     samples: list[Sample] = []
     first_line_of: dict[str, int] = {}
     n_rows = 0
-    for line, index, value in tqdm(entries, desc=f"load {Path(path).name}", unit="row", file=sys.stderr,
-                                   disable=len(entries) < _PROGRESS_MIN_ROWS):
+    rows = Progress(f"load {Path(path).name}", total=len(entries), unit="row",
+                    enabled=len(entries) >= _PROGRESS_MIN_ROWS)
+    for line, index, value in rows.each(entries):
         n_rows += 1
         # Rows of a JSON list may share a line, so their derived ids use the row index.
         sample, row_problems = parse_row(
@@ -144,7 +146,8 @@ def load_samples_report(
             row_label=f"row {index}" if is_list else "")
         if sample is not None and s3_base is not None:
             sample, row_problems = _in_bucket(sample, s3_base, path_str, line)
-        if sample is not None and check_media:
+        if sample is not None and check_media and PREPARED_FIELD not in sample.extra:
+            # A prepared row is read by key: `data validate` checks its keys in the store instead.
             row_problems = _missing_media(sample, path_str, line)
         if sample is not None and check_ground_truth is not None:
             found = check_ground_truth(sample)
@@ -319,15 +322,9 @@ def write_samples(path: str | os.PathLike, samples: Iterable[Sample], *, relativ
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     relative_to = os.path.abspath(path.parent) if relative_media else None
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            for text in iter_rows(samples, relative_to):
-                handle.write(text + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_write(path) as handle:
+        for text in iter_rows(samples, relative_to):
+            handle.write(text + "\n")
     return path
 
 

@@ -14,18 +14,17 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from easyvideor1.data.loader import load_samples_report
-from easyvideor1.data.schema import Sample
+from easyvideor1.data.schema import PREPARED_FIELD, Sample
 from easyvideor1.errors import ConfigError, DataError, EasyVideoR1Error, RowProblem
+from easyvideor1.files import atomic_write
 from easyvideor1.video.metadata import ImageMetadata, ImageParams, VideoMetadata, VideoParams
 
-PREPARED_FIELD = "prepared"
 PREPARED_VERSION = 1
 _HEX = re.compile(r"^[0-9a-f]{16,128}$")
 
@@ -168,20 +167,40 @@ def load_prepared_report(path: str | os.PathLike, *, family: str | None = None,
     return out, problems
 
 
+def prepared_row_check(key_exists: Callable[[str, str], bool]) -> Callable[[Sample], tuple[str, str] | None]:
+    """The ``evr1 data validate`` check of a prepared row (rows without ``prepared`` pass): the
+    object parses and every medium's key, of every family, is in the store
+    (``key_exists(recorded store URL, key)``); a row read by key needs no raw media."""
+
+    def check(sample: Sample) -> tuple[str, str] | None:
+        raw = sample.extra.get(PREPARED_FIELD)
+        if raw is None:
+            return None
+        file, _, line = sample.source.rpartition(":")
+        info, problems = parse_prepared(raw, n_videos=len(sample.videos), n_images=len(sample.images),
+                                        path=file, line=int(line) if line.isdigit() else 0)
+        if problems:
+            return problems[0].field or PREPARED_FIELD, problems[0].message
+        for fam in info.families.values():
+            for kind, media in (("videos", fam.videos), ("images", fam.images)):
+                for i, medium in enumerate(media):
+                    if not key_exists(info.store, medium.key):
+                        return (f"{PREPARED_FIELD}.families.{fam.name}.{kind}[{i}].key",
+                                f"{medium.key} is not in the frame store (run `evr1 data prepare` again, or "
+                                "give the store the manifest's pods read with --store)")
+        return None
+
+    return check
+
+
 def write_prepared(path: str | os.PathLike, samples: Iterable[PreparedSample]) -> Path:
     """JSONL, atomically; media inside the manifest's folder are written relative to it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     folder = os.path.abspath(path.parent)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            for sample in samples:
-                handle.write(json.dumps(sample.to_row(relative_to=folder), ensure_ascii=False) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_write(path) as handle:
+        for sample in samples:
+            handle.write(json.dumps(sample.to_row(relative_to=folder), ensure_ascii=False) + "\n")
     return path
 
 

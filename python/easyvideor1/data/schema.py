@@ -22,6 +22,9 @@ IMAGE_PLACEHOLDER = "<image>"
 
 # Fields the schema consumes; everything else passes through in ``Sample.extra``.
 # ``solution`` (answer alias) and ``path`` (single-media alias) are consumed only when used.
+# The object `evr1 data prepare` adds to a row (data/prepared.py): its frames are in the store,
+# read by key, so the row's raw media paths are only a record of where they came from.
+PREPARED_FIELD = "prepared"
 _KNOWN = ("problem_id", "problem", "answer", "problem_type", "data_type", "options", "videos", "images",
           "has_offline_trajectory", "offline_output")
 

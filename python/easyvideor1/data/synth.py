@@ -9,7 +9,6 @@ the same rows and the same frames, and asking for fewer types does not change th
 from __future__ import annotations
 
 import os
-import sys
 import time
 import zlib
 from collections import Counter
@@ -18,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
+from easyvideor1.console import Progress
 from easyvideor1.data.loader import write_samples
 from easyvideor1.data.schema import Sample, parse_row
 from easyvideor1.data.synth_common import SynthConfig, TaskFn, TaskInstance
@@ -100,8 +99,7 @@ def generate_synthetic(
     train: list[Sample] = []
     val: list[Sample] = []
     per_type: Counter = Counter()
-    bar = tqdm(total=n_per_type * len(types), desc="synth", unit="sample", file=sys.stderr, disable=not progress)
-    with bar:
+    with Progress("synth", total=n_per_type * len(types), unit="sample", enabled=progress) as bar:
         for name in types:
             for index in range(n_per_type):
                 is_val = index >= n_per_type - n_val

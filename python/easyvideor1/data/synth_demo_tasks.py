@@ -105,7 +105,7 @@ def demo_when_chance(cfg: SynthConfig | None = None) -> float:
 # reached the two-layer decoder only through M-RoPE positions, and 80 steps did not teach it to
 # tell them apart (tIoU 0.33-0.36 against chance 0.38). With the clock on every frame, seeds
 # 0-2 ended 0.51, 0.34, 0.47: reading it needs attention to the frames that hold the square.
-# Lit only while the square is there, the colours present name the window (0.52, 0.50, 0.56).
+# Lit only while the square is there, the colours present name the window (seeds 0-2: 0.54, 0.61, 0.52).
 # Distinct hues, not brightness steps (a vision token's LayerNorm flattens a uniform patch's
 # brightness), dim and far from the square's green. A video-blind answer is still at chance.
 WHEN_CLOCK: tuple[tuple[int, int, int], ...] = ((120, 24, 24), (24, 32, 130), (120, 24, 120), (130, 90, 16))

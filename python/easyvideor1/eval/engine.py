@@ -24,6 +24,7 @@ from typing import Any
 from easyvideor1.errors import ConfigError
 from easyvideor1.logging import event, get_logger
 from easyvideor1.models.inputs import PromptInputs
+from easyvideor1.models.paths import check_model_dir
 from easyvideor1.rollout.base import RolloutError, RolloutRequest, RolloutResult, SamplingConfig
 from easyvideor1.rollout.vllm_common import engine_args
 
@@ -73,8 +74,7 @@ class AsyncEvalEngine:
     def __init__(self, model_dir: str | Path, *, max_in_flight: int = 16, verify_prompts: bool = True,
                  **engine_kwargs: Any):
         self.model_dir = str(model_dir)
-        if not (Path(self.model_dir) / "config.json").is_file():
-            raise ConfigError(f"--model {self.model_dir}: not a model directory (no config.json)")
+        check_model_dir(self.model_dir, "--model")
         self.verify_prompts = verify_prompts
         self.kwargs = {"max_num_seqs": max_in_flight, "enable_chunked_prefill": True, **engine_kwargs}
         self.args = engine_args(self.model_dir, **self.kwargs)  # what AsyncVLLMEngine passes to vLLM
@@ -139,7 +139,7 @@ class AsyncEvalEngine:
 
     def settings(self) -> dict[str, Any]:
         """Everything about the engine that shapes results (for the run report)."""
-        args = {k: v for k, v in self.args.items() if k != "worker_extension_cls"}
+        args = {k: v for k, v in self.args.items() if k not in ("worker_extension_cls", "use_tqdm_on_load")}
         return {
             "engine": "easyvideor1.rollout.vllm_async.AsyncVLLMEngine (vllm AsyncLLM)",
             "args": args,

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
-import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -26,9 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from easyvideor1.cache import FrameLoader
+from easyvideor1.console import Progress
 from easyvideor1.data.prepared import PREPARED_FIELD, family_keys
 from easyvideor1.eval.benchmarks.base import Benchmark
 from easyvideor1.eval.benchmarks.common import ScoringContext
@@ -146,9 +144,8 @@ class Pipeline:
         score_pool = ThreadPoolExecutor(options.score_workers, thread_name_prefix="evr1-eval-score")
         ready: asyncio.Queue = asyncio.Queue(maxsize=options.queue_size or 2 * options.max_in_flight)
         work = iter(pending)
-        bar = tqdm(
-            total=len(pending), desc="eval", unit="sample", file=sys.stderr, disable=not options.progress
-        )
+        # A bar on a terminal, whole lines (a tenth of the way or a minute apart) anywhere else.
+        bar = Progress("eval", total=len(pending), unit="sample", enabled=options.progress)
         in_flight: set[asyncio.Task] = set()
         slots = asyncio.Semaphore(options.max_in_flight)
         started = time.perf_counter()
@@ -243,7 +240,7 @@ class Pipeline:
         )
         return self.stats
 
-    async def _infer_and_score(self, prepared: Prepared, score_pool: ThreadPoolExecutor, bar: tqdm) -> None:
+    async def _infer_and_score(self, prepared: Prepared, score_pool: ThreadPoolExecutor, bar: Progress) -> None:
         item, plan = prepared.item, prepared.plan
         started = time.perf_counter()
         sampling = item_sampling(self.sampling, item.key)
@@ -309,7 +306,7 @@ class Pipeline:
         prompt = prepared.request.messages if prepared.request is not None else None
         return {**zero_values(prepared.plan.bench, prepared.item, self.ctx), "prompt": prompt}
 
-    def _finish(self, record: dict[str, Any], bar: tqdm) -> None:
+    def _finish(self, record: dict[str, Any], bar: Progress) -> None:
         if record["status"] != "ok":
             self.stats["failed"] += 1
             event(

@@ -70,8 +70,9 @@ def _comparable(settings: dict[str, Any]) -> dict[str, Any]:
     """The parts of the settings that change results (not concurrency or paths)."""
     keep = ("model", "family", "sampling", "prompt_style", "judge", "engine_args")
     out = {k: settings.get(k) for k in keep}
-    if isinstance(out["engine_args"], dict):  # concurrency does not change greedy results
-        out["engine_args"] = {k: v for k, v in out["engine_args"].items() if k != "max_num_seqs"}
+    if isinstance(out["engine_args"], dict):  # concurrency and memory do not change greedy results
+        out["engine_args"] = {k: v for k, v in out["engine_args"].items()
+                              if k not in ("max_num_seqs", "kv_cache_memory_bytes")}
     out["benchmarks"] = {
         # Runs recorded before adapters carried a version were made with version 1.
         name: {"video": b.get("video"), "image": b.get("image"), "protocol_version": b.get("protocol_version", 1)}
@@ -101,6 +102,14 @@ def _diff(a: Any, b: Any, prefix: str) -> list[str]:
     return []
 
 
+def refuse_finished_out(out_dir: Path, *, resume: bool) -> None:
+    """A results file with records in ``out_dir`` is a run of its own: continued with
+    ``resume``, never appended to or overwritten otherwise."""
+    path = Path(out_dir) / RESULTS_NAME
+    if not resume and path.exists() and path.stat().st_size:
+        raise EvalError(f"{path} already has results: pass --resume to continue that run, or choose another --out")
+
+
 class ResultsLog:
     """Append-only, locked, resumable results file in ``out_dir``."""
 
@@ -116,12 +125,11 @@ class ResultsLog:
             raise EvalError(f"{self.out_dir} is in use by another evaluation run") from None
         run_file = self.out_dir / RUN_NAME
         settings = json.loads(json.dumps(settings, default=str))  # compare as stored (tuples -> lists)
-        if self.path.exists() and self.path.stat().st_size and not resume:
+        try:
+            refuse_finished_out(self.out_dir, resume=resume)
+        except EvalError:
             self.close()
-            raise EvalError(
-                f"{self.path} already has results: pass --resume to continue that run, or choose "
-                "another --out"
-            )
+            raise
         if resume and run_file.exists():
             previous = json.loads(run_file.read_text())
             diffs = settings_differences(previous, settings)

@@ -23,7 +23,7 @@ from easyvideor1.eval.benchmarks.base import get_benchmark
 from easyvideor1.eval.benchmarks.common import ScoringContext
 from easyvideor1.eval.pipeline import BenchPlan, Pipeline, StageOptions
 from easyvideor1.eval.report import add_load_failures, write_report
-from easyvideor1.eval.results import ResultsLog, record_key
+from easyvideor1.eval.results import ResultsLog, record_key, refuse_finished_out
 from easyvideor1.eval.types import EvalError, EvalItem
 from easyvideor1.logging import event, get_logger
 from easyvideor1.models.families import detect_family
@@ -86,8 +86,7 @@ def parse_benchmarks(spec: str, data_root: str | Path | None) -> dict[str, Path 
             raise EvalError(f"benchmark {bench!r} has no folder: pass --data-root or {bench}=PATH")
         else:
             out[bench] = (Path(data_root).expanduser() / bench).resolve()
-        if not out[bench].exists():
-            raise EvalError(f"benchmark {bench!r}: {out[bench]} does not exist")
+        # A folder that does not exist is a load failure like one that does not parse (build_plans).
     if not out:
         raise EvalError("no benchmarks given")
     return out
@@ -130,6 +129,8 @@ def build_plans(
     for name, root in config.benchmarks.items():
         bench = get_benchmark(name)
         try:
+            if isinstance(root, Path) and not root.exists():
+                raise EvalError(f"{root} does not exist")
             items = load_items(name, root)
         except LOAD_ERRORS as exc:
             error = str(exc) if isinstance(exc, EvalError | DataError) else f"{type(exc).__name__}: {exc}"
@@ -179,6 +180,7 @@ def run_eval(
     """
     if config.prompt_style not in PROMPT_STYLES:
         raise EvalError(f"prompt style must be one of {PROMPT_STYLES}, got {config.prompt_style!r}")
+    refuse_finished_out(config.out_dir, resume=config.resume)  # before the engine's start, not after
     family = detect_family(config.model)
     plans, per_bench, failures = build_plans(config, family.factor)
     owns_engine = engine is None

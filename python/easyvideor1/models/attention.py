@@ -9,11 +9,20 @@ every window of a layer in one call:
 PyTorch's variable-length flash kernel on CUDA, or the windows gathered into one padded
 batch with a key-padding mask elsewhere (no per-window loop either way). The language model's
 causal attention goes to one SDPA call (flash backend on CUDA when there is no padding).
+
+A shared-prefix row (models/packing.py ``pack_shared_batch``) passes a :class:`SharedLayout`
+as ``evr1_shared_layout``: its segments are each group's prompt and each of its responses; a
+prompt's keys are itself, a response's its prompt then itself, causal with the query's last key
+at its own position (bottom-right alignment, as flash's varlen kernel aligns a query segment
+shorter than its keys). The keys are gathered once per layer (the prompt's K/V repeated for
+each response), then one varlen call (CUDA, half precision) or one padded SDPA call per kind
+of segment (prompts, responses) elsewhere.
 """
 
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -21,6 +30,7 @@ import torch.nn.functional as F
 
 NAME = "evr1_packed"
 PACKED_KWARG = "evr1_cu_seqlens"
+SHARED_KWARG = "evr1_shared_layout"
 VISION_NAME = "evr1_flash_packed"
 _REGISTERED = False
 
@@ -33,39 +43,93 @@ def _varlen_kernel() -> Any:
     return varlen_attn
 
 
+@dataclass
+class SharedLayout:
+    """Which keys each query segment of a shared-prefix row attends to (causal, bottom-right)."""
+
+    cu_q: torch.Tensor  # (S+1,) int32: segment boundaries in the row
+    cu_k: torch.Tensor  # (S+1,) int32: boundaries in the gathered keys
+    key_index: torch.Tensor  # (K,) int64: the row position of every gathered key
+    max_q: int
+    max_k: int
+    # Segment indices per kind (prompts, responses): the fallback pads each kind on its own, so
+    # a short response is never padded to a long prompt's length.
+    buckets: tuple[torch.Tensor, ...] = ()
+
+    def to(self, device: torch.device) -> SharedLayout:
+        return SharedLayout(self.cu_q.to(device), self.cu_k.to(device), self.key_index.to(device), self.max_q,
+                            self.max_k, tuple(b.to(device) for b in self.buckets))
+
+
+def _repeat_kv(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    if key.shape[1] != query.shape[1]:
+        repeat = query.shape[1] // key.shape[1]
+        key, value = key.repeat_interleave(repeat, dim=1), value.repeat_interleave(repeat, dim=1)
+    return key, value
+
+
+def segment_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, cu_q: torch.Tensor,
+                      cu_k: torch.Tensor, max_q: int, max_k: int, scale: float | None, causal: bool = False,
+                      buckets: tuple[torch.Tensor, ...] = ()) -> torch.Tensor:
+    """Segment s of ``query`` attends to segment s of ``key/value`` (causal: query i of a segment of
+    ``lq`` queries and ``lk`` keys sees keys ``<= i + lk - lq``). ``query``: (Lq, H, D), ``key/value``:
+    (Lk, H, D) with the same heads; returns (Lq, H, D)."""
+    kernel = _varlen_kernel() if query.is_cuda else None
+    if kernel is not None and query.dtype in (torch.float16, torch.bfloat16):
+        extra: dict[str, Any] = {}
+        if causal:
+            params = inspect.signature(kernel).parameters
+            extra = {"is_causal": True} if "is_causal" in params else {"window_size": (-1, 0)}
+        cu_q, cu_k = (c.to(device=query.device, dtype=torch.int32) for c in (cu_q, cu_k))
+        return kernel(query, key, value, cu_q, cu_k, int(max_q), int(max_k), scale=scale, **extra)
+    device = query.device
+    lengths_q = (cu_q[1:] - cu_q[:-1]).to(device)
+    lengths_k = (cu_k[1:] - cu_k[:-1]).to(device)
+    if not buckets:
+        buckets = (torch.arange(len(lengths_q), device=device),)
+    pieces = []
+    for seg in buckets:
+        seg = seg.to(device)
+        if seg.numel() == 0:
+            continue
+        lq, lk = lengths_q[seg], lengths_k[seg]
+        mq, mk = int(lq.max()), int(lk.max())
+        oq, ok = torch.arange(mq, device=device), torch.arange(mk, device=device)
+        valid_q = oq.unsqueeze(0) < lq.unsqueeze(1)  # (S, mq)
+        iq = (cu_q[:-1].to(device)[seg].unsqueeze(1) + oq).clamp(max=query.shape[0] - 1)
+        ik = (cu_k[:-1].to(device)[seg].unsqueeze(1) + ok).clamp(max=key.shape[0] - 1)
+        mask = (ok.unsqueeze(0) < lk.unsqueeze(1))[:, None, None, :]  # keys beyond a segment's end
+        if causal:  # a padded query row still sees every real key, so no row is fully masked
+            mask = mask & (ok[None, None, :] <= oq[None, :, None] + (lk - lq)[:, None, None]).unsqueeze(1)
+        out = F.scaled_dot_product_attention(query[iq].permute(0, 2, 1, 3), key[ik].permute(0, 2, 1, 3),
+                                             value[ik].permute(0, 2, 1, 3), attn_mask=mask, scale=scale)
+        pieces.append((iq[valid_q], out.permute(0, 2, 1, 3)[valid_q]))
+    if len(pieces) == 1 and pieces[0][0].shape[0] == query.shape[0]:
+        return pieces[0][1]  # one bucket in row order (the plain packed row)
+    out = query.new_zeros(query.shape)
+    for index, values in pieces:
+        out = out.index_copy(0, index, values.to(out.dtype))
+    return out
+
+
 def packed_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, cu_seqlens: torch.Tensor,
                      max_len: int, scale: float | None, causal: bool = False) -> torch.Tensor:
     """Attention within each segment of a packed sequence (causal for the language model).
 
     ``query/key/value``: (L, H, D); ``cu_seqlens``: (S+1,) segment boundaries. Returns (L, H, D).
     """
-    if key.shape[1] != query.shape[1]:
-        repeat = query.shape[1] // key.shape[1]
-        key, value = key.repeat_interleave(repeat, dim=1), value.repeat_interleave(repeat, dim=1)
-    kernel = _varlen_kernel() if query.is_cuda else None
-    if kernel is not None and query.dtype in (torch.float16, torch.bfloat16):
-        cu = cu_seqlens.to(device=query.device, dtype=torch.int32)
-        extra: dict[str, Any] = {}
-        if causal:
-            params = inspect.signature(kernel).parameters
-            extra = {"is_causal": True} if "is_causal" in params else {"window_size": (-1, 0)}
-        return kernel(query, key, value, cu, cu, int(max_len), int(max_len), scale=scale, **extra)
-    # Gather every segment into one padded batch (S, H, max_len, D) with a key-padding mask.
-    lengths = (cu_seqlens[1:] - cu_seqlens[:-1]).to(query.device)
-    starts = cu_seqlens[:-1].to(query.device)
-    offsets = torch.arange(int(max_len), device=query.device)
-    valid = offsets.unsqueeze(0) < lengths.unsqueeze(1)  # (S, max_len)
-    index = (starts.unsqueeze(1) + offsets.unsqueeze(0)).clamp(max=query.shape[0] - 1)  # (S, max_len)
+    key, value = _repeat_kv(query, key, value)
+    return segment_attention(query, key, value, cu_seqlens, cu_seqlens, max_len, max_len, scale, causal)
 
-    def batch(t: torch.Tensor) -> torch.Tensor:
-        return t[index].permute(0, 2, 1, 3)  # (S, H, max_len, D)
 
-    mask = valid[:, None, None, :]  # keys beyond a segment's end are masked out
-    if causal:
-        mask = mask & torch.ones(int(max_len), int(max_len), dtype=torch.bool, device=query.device).tril()
-    out = F.scaled_dot_product_attention(batch(query), batch(key), batch(value), attn_mask=mask, scale=scale)
-    out = out.permute(0, 2, 1, 3)[valid]  # (L, H, D) in packed order
-    return out
+def shared_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, layout: SharedLayout,
+                     scale: float | None) -> torch.Tensor:
+    """Causal attention of a shared-prefix row: ``query/key/value`` (L, H, D), returns (L, H, D)."""
+    index = layout.key_index.to(key.device)
+    # Gather before repeating the grouped KV heads: the repeated prompt copies stay small.
+    key, value = _repeat_kv(query, key.index_select(0, index), value.index_select(0, index))
+    return segment_attention(query, key, value, layout.cu_q, layout.cu_k, layout.max_q, layout.max_k, scale,
+                             causal=True, buckets=layout.buckets)
 
 
 def evr1_flash_packed(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -76,8 +140,13 @@ def evr1_flash_packed(module: torch.nn.Module, query: torch.Tensor, key: torch.T
 
     The vision blocks pass their windows as ``cu_seq_lens_q``; a padding-free packed row of
     several sequences passes its boundaries as ``evr1_cu_seqlens`` (a keyword transformers
-    forwards to every attention call untouched), used by the causal language-model layers.
+    forwards to every attention call untouched), used by the causal language-model layers; a
+    shared-prefix row its :class:`SharedLayout` as ``evr1_shared_layout``.
     """
+    shared = kwargs.get(SHARED_KWARG)
+    if cu_seq_lens_q is None and shared is not None and getattr(module, "is_causal", False):
+        q, k, v = (t[0].transpose(0, 1) for t in (query, key, value))
+        return shared_attention(q, k, v, shared, scaling).unsqueeze(0), None
     packed_rows = kwargs.get(PACKED_KWARG)
     if cu_seq_lens_q is None and packed_rows is not None and getattr(module, "is_causal", False):
         q, k, v = (t[0].transpose(0, 1) for t in (query, key, value))

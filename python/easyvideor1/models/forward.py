@@ -156,6 +156,13 @@ def compute_log_probs(model: Any, batch: ForwardBatch, *, temperature: float = 1
     return log_probs, entropy
 
 
+def response_logits(model: Any, batch: ForwardBatch) -> Any:
+    """Float32 logits that predict each response position, ``(B, R, V)`` (for full-vocabulary KL)."""
+    resp = batch.response_length
+    out = model(**batch.model_kwargs(), use_cache=False, logits_to_keep=resp + 1)
+    return out.logits[:, -(resp + 1):-1, :].float()
+
+
 def response_log_probs_numpy(log_probs: Any, batch: ForwardBatch) -> list[np.ndarray]:
     """Unpadded per-row arrays of response log-probs (for comparisons and logging)."""
     lengths = batch.response_mask.sum(-1).tolist()

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from easyvideor1.errors import ConfigError
+from easyvideor1.files import share
 from easyvideor1.logging import event, get_logger
 from easyvideor1.models.families import (
     IMAGE_PAD,
@@ -188,6 +189,7 @@ def build_tiny_model(family: str | ModelFamily, out_dir: str | Path, seed: int =
     model.save_pretrained(out, safe_serialization=True)
     processor = tiny_processor(fam, tokenizer)
     processor.save_pretrained(out)
+    share(out)  # safetensors writes the weights 0600 whatever the umask
     n_params = sum(p.numel() for p in model.parameters())
     event(log, "tiny_model_built", family=fam.name, out=str(out), seed=seed, params=n_params,
           vocab=len(tokenizer))

@@ -37,6 +37,7 @@ from easyvideor1.queue.errors import (
     VersionError,
     VersionTimeoutError,
 )
+from easyvideor1.queue.lease import LeaseRenewer
 from easyvideor1.queue.memory import InProcessQueue
 from easyvideor1.queue.versions import InProcessVersionBoard, VersionBoard, WeightVersion, open_version_board
 
@@ -56,7 +57,7 @@ def __getattr__(name: str) -> Any:
 
 def open_queue(url: str, namespace: str, **options: Any) -> WorkQueue:
     """Open the queue named by ``url`` for run ``namespace``; ``options`` go to the backend
-    (``visibility_timeout_s``, ``max_attempts``, ``max_in_flight``, ``put_timeout_s``,
+    (``visibility_timeout_s``, ``lease_s``, ``max_attempts``, ``max_in_flight``, ``put_timeout_s``,
     ``collected_retention_s``; Redis also ``stream``, ``group``, ``op_timeout_s``,
     ``connect_timeout_s``)."""
     kind, target = split_url(url)
@@ -71,6 +72,7 @@ __all__ = [
     "DuplicateTaskError",
     "InProcessQueue",
     "InProcessVersionBoard",
+    "LeaseRenewer",
     "Message",
     "NackOutcome",
     "PayloadError",

@@ -10,7 +10,7 @@ from __future__ import annotations
 KEY_NAMES = (
     "stream",  # the task stream (consumer group lives here)
     "attempts",  # hash task -> deliveries so far
-    "expiries",  # hash task -> visibility-timeout expiries so far
+    "expiries",  # hash task -> lease expiries so far
     "errors",  # hash task -> last nack reason
     "dead",  # dead-letter stream
     "dead_index",  # hash task -> dead-letter reason (cleared by re-put or a late result)
@@ -166,6 +166,23 @@ redis.call('XACK', STREAM, group, id)
 redis.call('XDEL', STREAM, id)
 redis.call('XADD', STREAM, '*', 't', t, 'p', p)
 return 1
+"""
+
+# ARGV: group, then id, consumer, task, attempt per message. Returns 1 (renewed) or 0 per message.
+# XCLAIM by the owner with min-idle 0 restarts the entry's idle time, which is what XAUTOCLAIM in
+# DELIVER measures; JUSTID leaves the delivery counter alone. Checking ownership first keeps a
+# late renewal from taking back an entry that expired and went to another consumer.
+RENEW = _PRELUDE + """
+local group, out = ARGV[1], {}
+for i = 2, #ARGV, 4 do
+  if owns(group, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]) then
+    redis.call('XCLAIM', STREAM, group, ARGV[i + 1], 0, ARGV[i], 'JUSTID')
+    table.insert(out, 1)
+  else
+    table.insert(out, 0)
+  end
+end
+return out
 """
 
 # ARGV: task, result JSON, collected retention s

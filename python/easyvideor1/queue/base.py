@@ -1,9 +1,16 @@
 """The ``WorkQueue`` interface shared by the in-process and the Redis Streams backends.
 
 Protocol for a worker: ``get`` leases messages; for each one write ``put_result`` first, then
-``ack``. A lease that is neither acked nor nacked within ``visibility_timeout_s`` is re-delivered
-to the next ``get`` (the worker is presumed dead). Every delivery counts one attempt; once a task
-has used ``max_attempts`` it goes to the dead letters with the reason of its last failure.
+``ack``. A lease lasts ``lease_s``; a worker that is still on a task extends it with ``renew``
+(a heartbeat: :class:`~easyvideor1.queue.lease.LeaseRenewer` calls it every ``lease_s / 3`` for
+the messages in hand). A lease neither acked, nacked nor renewed within ``lease_s`` is re-delivered
+to the next ``get`` (the worker is presumed dead), so a dead worker's tasks move on about
+``lease_s`` after it died, however long the tasks take. ``visibility_timeout_s`` caps one
+delivery, renewals included: ``renew`` does not extend a lease past ``visibility_timeout_s``
+after the delivery, so a worker that lives but is stuck loses its task then. ``lease_s``
+defaults to ``visibility_timeout_s``: a consumer that never renews sees the plain visibility
+timeout. Every delivery counts one attempt; once a task has used ``max_attempts`` it goes to
+the dead letters with the reason of its last failure.
 
 Results are written once per task id: a second ``put_result`` (a re-delivered task finished by
 two workers) is dropped and counted in ``stats().duplicates_dropped``.
@@ -31,7 +38,7 @@ import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -58,6 +65,9 @@ class Message:
     payload: dict[str, Any]
     attempt: int
     consumer: str
+    # time.monotonic() of the lease on the leasing host (taken just before it): ``renew`` measures
+    # the visibility-timeout cap from it.
+    leased_at: float = field(default=0.0, compare=False)
 
 
 @dataclass(frozen=True)
@@ -170,6 +180,7 @@ class WorkQueue(ABC):
         namespace: str,
         *,
         visibility_timeout_s: float = 60.0,
+        lease_s: float | None = None,
         max_attempts: int = 3,
         max_in_flight: int = 10_000,
         put_timeout_s: float = 60.0,
@@ -177,6 +188,10 @@ class WorkQueue(ABC):
     ):
         self.namespace = validate_namespace(namespace)
         self.visibility_timeout_s = float(_positive("visibility_timeout_s", visibility_timeout_s))
+        self.lease_s = self.visibility_timeout_s if lease_s is None else float(_positive("lease_s", lease_s))
+        if self.lease_s > self.visibility_timeout_s:
+            raise PayloadError(f"lease_s ({self.lease_s}) must be <= visibility_timeout_s "
+                               f"({self.visibility_timeout_s}), the longest one delivery is held")
         self.max_attempts = int(_positive("max_attempts", max_attempts, int))
         self.max_in_flight = int(_positive("max_in_flight", max_in_flight, int))
         self.put_timeout_s = float(_positive("put_timeout_s", put_timeout_s))
@@ -208,6 +223,20 @@ class WorkQueue(ABC):
         """Finish a delivery. False when the lease was lost (the task was re-delivered elsewhere)."""
         self._check_open()
         return self._ack(message)
+
+    def renew(self, messages: Iterable[Message]) -> list[Message]:
+        """Extend the leases of deliveries still in hand by ``lease_s``; returns those renewed.
+
+        A message is not renewed when its lease is gone (acked, nacked, or expired and delivered
+        again) or when the renewed lease would end more than ``visibility_timeout_s`` after the
+        delivery (the cap on holding one task); its lease then runs out as it stands.
+        """
+        self._check_open()
+        messages = list(messages)
+        latest = time.monotonic() + self.lease_s - self.visibility_timeout_s  # leased earlier: capped
+        keep = [m for m in messages if m.leased_at >= latest]
+        renewed = self._renew(keep) if keep else []
+        return [m for m, ok in zip(keep, renewed) if ok]
 
     def nack(self, message: Message, reason: str) -> NackOutcome:
         """Give a delivery back: re-queued, or dead-lettered with ``reason`` after max attempts."""
@@ -286,7 +315,7 @@ class WorkQueue(ABC):
         """Delete all state of this namespace (tasks, results, dead letters)."""
 
     def close(self) -> None:
-        """Release the handle. Unacked leases stay pending and are re-delivered after the timeout."""
+        """Release the handle. Unacked leases stay pending and are re-delivered once they expire."""
         if not self._closed:
             self._closed = True
             self._close()
@@ -337,6 +366,10 @@ class WorkQueue(ABC):
 
     @abstractmethod
     def _nack(self, message: Message, reason: str) -> NackOutcome: ...
+
+    @abstractmethod
+    def _renew(self, messages: list[Message]) -> list[bool]:
+        """Atomically per message: if its lease is still this delivery's, restart its ``lease_s``."""
 
     @abstractmethod
     def _put_result(self, task_id: str, result_json: str) -> bool: ...

@@ -2,7 +2,8 @@
 
 State lives in a process-wide registry keyed by (name, namespace), so every handle opened on
 ``memory://name`` with the same namespace shares it. Leases expire by monotonic time measured
-against the *getter's* visibility timeout, exactly like XAUTOCLAIM's min-idle-time. Payloads
+from their delivery or latest renewal against the *getter's* ``lease_s``, exactly like
+XAUTOCLAIM's min-idle-time (which an XCLAIM renewal resets). Payloads
 and results are stored as JSON text, so consumers get copies and non-JSON values are refused
 the same way as with Redis. Collected markers expire on the monotonic clock.
 """
@@ -36,7 +37,7 @@ _log = get_logger(__name__)
 @dataclass
 class _Lease:
     consumer: str
-    delivered_at: float
+    renewed_at: float  # the delivery or its latest renewal: the lease ends lease_s later
 
 
 @dataclass
@@ -49,7 +50,7 @@ class _State:
     entries: dict[str, tuple[str, str]] = field(default_factory=dict)  # stream id -> (task, payload)
     ready: deque[str] = field(default_factory=deque)
     leases: dict[str, _Lease] = field(default_factory=dict)
-    lease_heap: list[tuple[float, str]] = field(default_factory=list)  # stale rows skipped lazily
+    lease_heap: list[tuple[float, str]] = field(default_factory=list)  # (renewed_at, id); stale rows skipped lazily
     outstanding: set[str] = field(default_factory=set)
     results: dict[str, str] = field(default_factory=dict)
     attempts: dict[str, int] = field(default_factory=dict)
@@ -137,7 +138,7 @@ class InProcessQueue(WorkQueue):
                     return []
                 wait = deadline - now
                 if s.lease_heap:  # wake when the oldest lease could expire
-                    wait = min(wait, max(0.0, s.lease_heap[0][0] + self.visibility_timeout_s - now))
+                    wait = min(wait, max(0.0, s.lease_heap[0][0] + self.lease_s - now))
                 s.cond.wait(wait)
 
     def _lease(self, stream_id: str, consumer: str) -> Message:
@@ -147,18 +148,18 @@ class InProcessQueue(WorkQueue):
         now = time.monotonic()
         s.leases[stream_id] = _Lease(consumer, now)
         heapq.heappush(s.lease_heap, (now, stream_id))
-        return Message(stream_id, task_id, json.loads(payload_json), attempt, consumer)
+        return Message(stream_id, task_id, json.loads(payload_json), attempt, consumer, now)
 
     def _reclaim(self, consumer: str, count: int) -> list[Message]:
-        """Take over leases idle for longer than the visibility timeout (caller holds the lock)."""
+        """Take over leases neither renewed nor finished for ``lease_s`` (caller holds the lock)."""
         s = self._s
         out: list[Message] = []
-        limit = time.monotonic() - self.visibility_timeout_s
+        limit = time.monotonic() - self.lease_s
         while s.lease_heap and len(out) < count and s.lease_heap[0][0] <= limit:
-            delivered_at, stream_id = heapq.heappop(s.lease_heap)
+            renewed_at, stream_id = heapq.heappop(s.lease_heap)
             lease = s.leases.get(stream_id)
-            if lease is None or lease.delivered_at != delivered_at:
-                continue  # acked, nacked or re-leased since
+            if lease is None or lease.renewed_at != renewed_at:
+                continue  # acked, nacked, renewed or re-leased since
             if self._retire_released(stream_id):
                 continue
             task_id, payload_json = s.entries[stream_id]
@@ -238,6 +239,19 @@ class InProcessQueue(WorkQueue):
             s.changed()
             return True
 
+    def _renew(self, messages: list[Message]) -> list[bool]:
+        s = self._s
+        with s.cond:
+            now = time.monotonic()
+            renewed = []
+            for message in messages:
+                owned = self._owns(message)
+                if owned:
+                    s.leases[message.stream_id].renewed_at = now
+                    heapq.heappush(s.lease_heap, (now, message.stream_id))  # the old row goes stale
+                renewed.append(owned)
+            return renewed
+
     def _nack(self, message: Message, reason: str) -> NackOutcome:
         s = self._s
         with s.cond:
@@ -297,7 +311,7 @@ class InProcessQueue(WorkQueue):
             s.cond.wait_for(lambda: s.seq != token, timeout=remaining_s)
 
     def _close(self) -> None:
-        # Leases stay in the shared state: another handle re-delivers them after the timeout.
+        # Leases stay in the shared state: another handle re-delivers them once they expire.
         with self._s.cond:
             self._s.changed()
 

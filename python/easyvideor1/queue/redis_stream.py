@@ -7,12 +7,15 @@ stream ``P<stream>`` with one consumer group, and beside it ``P<stream>:attempts
 written.
 
 Delivery: ``get`` runs one Lua script that first takes over entries idle in the group's PEL for
-longer than ``visibility_timeout_s`` (XAUTOCLAIM: a consumer that crashed or hung), then reads
-new entries (XREADGROUP). A task claimed after ``max_attempts`` deliveries is moved to the
-dead-letter stream with reason ``"visibility timeout expired N times"``. ``ack`` XACKs and
-deletes the entry, so the stream only ever holds undelivered and in-flight tasks. ``nack``
-re-adds the task at the tail (or dead-letters it with the given reason). Results go to a hash
-with HSETNX, so a re-delivered task finished twice keeps its first result.
+longer than ``lease_s`` (XAUTOCLAIM: a consumer that crashed, or stopped renewing), then reads
+new entries (XREADGROUP). ``renew`` XCLAIMs the caller's own entries (JUSTID), which restarts
+their idle time, after checking in the same script that the lease is still that delivery's. A
+task claimed after ``max_attempts`` deliveries is moved to the dead-letter stream with reason
+``"visibility timeout expired N times"`` (the wording predates leases: a lease expired N
+times). ``ack`` XACKs and deletes the entry, so the stream only ever holds undelivered and
+in-flight tasks. ``nack`` re-adds the task at the tail (or dead-letters it with the given
+reason). Results go to a hash with HSETNX, so a re-delivered task finished twice keeps its first
+result.
 
 Release: ``release(ids)`` deletes the collected results (and dead-index entries) and adds the ids
 to the sorted set ``:collected``, scored by expiry on Redis' own clock (``TIME``: one clock for
@@ -23,7 +26,7 @@ and deleted, never handed out) and ``put`` answers "already collected". So the r
 holds only uncollected results and ``:collected`` about throughput x retention ids.
 
 Shutdown: ``close()`` only drops connections. Unacked entries stay in the PEL and are
-re-delivered to other consumers after the visibility timeout; nothing is lost.
+re-delivered to other consumers once their leases expire; nothing is lost.
 
 Failures: every command has a socket timeout; a lost connection raises
 :class:`QueueUnavailableError` naming the URL (password redacted), never a hang. A missing
@@ -33,8 +36,8 @@ the fly with start id ``0``, so whatever is in the stream is delivered.
 Recovery after a Redis restart:
 
 * With persistence (AOF ``appendonly yes``, or an RDB snapshot taken before the stop) the
-  streams, PEL and results come back; consumers simply continue, and in-flight entries are
-  re-delivered after the visibility timeout.
+  streams, PEL and results come back; consumers simply continue (renewals go on), and the
+  in-flight entries of consumers that are gone are re-delivered once their leases expire.
 * Without persistence every key is gone, results included. The producer must keep the
   payloads of the tasks whose results it has not collected yet and call
   ``queue.recover({task_id: payload, ...})`` once Redis answers again: it re-puts exactly the
@@ -87,6 +90,7 @@ class RedisStreamQueue(WorkQueue):
         group: str = "workers",
         *,
         visibility_timeout_s: float = 60.0,
+        lease_s: float | None = None,
         max_attempts: int = 3,
         max_in_flight: int = 10_000,
         put_timeout_s: float = 60.0,
@@ -97,6 +101,7 @@ class RedisStreamQueue(WorkQueue):
         super().__init__(
             namespace,
             visibility_timeout_s=visibility_timeout_s,
+            lease_s=lease_s,
             max_attempts=max_attempts,
             max_in_flight=max_in_flight,
             put_timeout_s=put_timeout_s,
@@ -112,11 +117,11 @@ class RedisStreamQueue(WorkQueue):
         self._results_key, self._dead_index_key = key["results"], key["dead_index"]
         # A blocked XREAD must return well before the socket timeout, and often enough to
         # notice leases that expire meanwhile.
-        self._idle_poll_s = min(max(self.visibility_timeout_s / 4, 0.01), op_timeout_s / 2)
+        self._idle_poll_s = min(max(self.lease_s / 4, 0.01), op_timeout_s / 2)
         self._r = make_client(url, op_timeout_s, connect_timeout_s)
         self._scripts = {
             name: self._r.register_script(getattr(_lua, name))
-            for name in ("PUT", "DELIVER", "ACK", "NACK", "PUT_RESULT", "RELEASE", "STATS")
+            for name in ("PUT", "DELIVER", "ACK", "NACK", "RENEW", "PUT_RESULT", "RELEASE", "STATS")
         }
         self._create_group()  # also proves Redis is reachable: fail at open, not at first use
 
@@ -155,8 +160,9 @@ class RedisStreamQueue(WorkQueue):
         return _PUT_CODES[code], stream_id
 
     def _get(self, consumer: str, count: int, deadline: float) -> list[Message]:
-        min_idle_ms = int(self.visibility_timeout_s * 1000)
+        min_idle_ms = int(self.lease_s * 1000)
         while True:
+            leased_at = time.monotonic()  # before the delivery: the cap counts from no later than it
             out, dead, newest = self._run(
                 "DELIVER", self.group, consumer, min_idle_ms, count, self.max_attempts, repr(time.time())
             )
@@ -165,7 +171,7 @@ class RedisStreamQueue(WorkQueue):
                       reason=reason, namespace=self.namespace)
             now = time.monotonic()
             if out or now >= deadline:
-                return [Message(sid, tid, json.loads(p), int(n), consumer) for sid, tid, p, n in out]
+                return [Message(sid, tid, json.loads(p), int(n), consumer, leased_at) for sid, tid, p, n in out]
             # Sleep until something newer than the newest entry is added (or the poll ends).
             block_ms = max(1, int(min(deadline - now, self._idle_poll_s) * 1000))
             self._call("XREAD", self._r.xread, {self._stream_key: newest}, count=1, block=block_ms)
@@ -181,6 +187,10 @@ class RedisStreamQueue(WorkQueue):
             event(_log, "queue.dead_letter", logging.WARNING, task_id=message.task_id,
                   attempts=message.attempt, reason=reason, namespace=self.namespace)
         return _NACK_CODES[code]
+
+    def _renew(self, messages: list[Message]) -> list[bool]:
+        args = [a for m in messages for a in (m.stream_id, m.consumer, m.task_id, m.attempt)]
+        return [bool(ok) for ok in self._run("RENEW", self.group, *args)]
 
     def _put_result(self, task_id: str, result_json: str) -> bool:
         return bool(self._run("PUT_RESULT", task_id, result_json, repr(self.collected_retention_s)))

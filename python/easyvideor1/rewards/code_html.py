@@ -52,13 +52,14 @@ def _reference(html: str, width: int, height: int, timeout_s: float, chromium: s
                  description="SSIM between the rendered predicted and reference web page")
 def score_html(req: ScoreRequest, options: dict[str, Any]) -> Score:
     width, height = int(options.get("width", VIEWPORT[0])), int(options.get("height", VIEWPORT[1]))
-    timeout_s = float(options.get("render_timeout_s", min(5.0, float(options.get("timeout_s", 30.0)))))
+    request_timeout_s = float(options.get("timeout_s", 30.0))
+    timeout_s = float(options.get("render_timeout_s", min(5.0, request_timeout_s)))
     chromium = str(options.get("chromium_path", DEFAULT_CHROMIUM))
     reference = strip_answer_tags(req.ground_truth)
     if not looks_like(reference, "html"):
         raise GroundTruthError("html-code", req.ground_truth, "the reference contains no HTML markup")
     try:
-        ref_image = _reference(reference, width, height, timeout_s, chromium)
+        ref_image = _reference(reference, width, height, max(timeout_s, request_timeout_s), chromium)
     except RendererUnavailable:
         raise
     except HtmlRenderError as exc:

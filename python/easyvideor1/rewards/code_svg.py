@@ -15,8 +15,10 @@ a worker process with a 1 GiB address-space limit that is killed when a render e
 interpreter (CairoSVG lives there), as this process's user, not inside the code sandbox.
 
 An SVG that does not render scores accuracy 0; format per :mod:`code_extract` (valid = it
-renders). The reference's rendering is cached (LRU, 64 entries); a reference that does not
-render raises GroundTruthError.
+renders). The reference's rendering is cached (LRU, 64 entries) and gets the request's whole
+``timeout_s`` (30 s), not ``render_timeout_s``: it is the dataset's own, and a cold cache on a
+busy machine must not turn a tight candidate budget into a ground-truth error. A reference
+that does not render raises GroundTruthError.
 """
 
 from __future__ import annotations
@@ -213,12 +215,13 @@ def _reference(svg: str, width: int, height: int, timeout_s: float) -> np.ndarra
                  description="SSIM between the rendered predicted and reference SVG")
 def score_svg(req: ScoreRequest, options: dict[str, Any]) -> Score:
     width, height = int(options.get("width", CANVAS[0])), int(options.get("height", CANVAS[1]))
-    timeout_s = float(options.get("render_timeout_s", min(5.0, float(options.get("timeout_s", 30.0)))))
+    request_timeout_s = float(options.get("timeout_s", 30.0))
+    timeout_s = float(options.get("render_timeout_s", min(5.0, request_timeout_s)))
     reference = strip_answer_tags(req.ground_truth)
     if "<svg" not in reference.lower():
         raise GroundTruthError("svg-code", req.ground_truth, "the reference is not an SVG document")
     try:
-        ref_image = _reference(reference, width, height, timeout_s)
+        ref_image = _reference(reference, width, height, max(timeout_s, request_timeout_s))
     except RenderError as exc:
         raise GroundTruthError("svg-code", req.ground_truth, f"the reference does not render: {exc}") from None
     found = extract_code(req.response, "svg", options.get("answer_tag_policy", "last"))

@@ -15,12 +15,14 @@ every item of that row (``malformed tracking ground truth ...: why``). It is wha
   judge is run configuration, not data).
 - other heavy scorers (registered by extensions) are not checked.
 
-An unknown problem type is a problem too: no scorer would ever see the row.
+An unknown problem type is a problem too: no scorer would ever see the row (unless the run
+routes unknown types to ``worker.reward.default_problem_type``: pass its ``RewardConfig``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from easyvideor1.errors import EasyVideoR1Error
 from easyvideor1.rewards.code_extract import looks_like
@@ -28,16 +30,19 @@ from easyvideor1.rewards.extract import GroundTruthError, strip_answer_tags
 from easyvideor1.rewards.registry import UnknownProblemType, get_scorer
 from easyvideor1.rewards.types import ScoreRequest
 
+if TYPE_CHECKING:
+    from easyvideor1.config.schema import RewardConfig
+
 # Options a light scorer is called with: the defaults of scoring, no judge (nothing remote).
 _LIGHT_OPTIONS = {"answer_tag_policy": "last"}
 
 
 def ground_truth_problem(
-    problem_type: str, ground_truth: str, options: Sequence[str] | None = None
+    problem_type: str, ground_truth: str, options: Sequence[str] | None = None, config: RewardConfig | None = None
 ) -> str | None:
     """None when ``ground_truth`` parses for ``problem_type``, else why it never can."""
     try:
-        spec = get_scorer(problem_type)
+        spec = get_scorer(problem_type, config)
     except UnknownProblemType as exc:
         return str(exc)
     try:
@@ -67,16 +72,23 @@ def ground_truth_problem(
     return None
 
 
-def sample_check(sample) -> tuple[str, str] | None:
+def sample_check(sample, config: RewardConfig | None = None) -> tuple[str, str] | None:
     """The ``check_ground_truth`` of :func:`easyvideor1.data.loader.validate_file`: None when
     the :class:`~easyvideor1.data.schema.Sample`'s ground truth parses, else ``(field,
     message)``, the field being ``problem_type`` for an unknown type, else the row's answer
-    field (``answer`` or ``solution``)."""
-    message = ground_truth_problem(sample.problem_type, sample.answer, sample.options)
+    field (``answer`` or ``solution``). A run's reward ``config`` (``run_sample_check``)
+    scores unknown types with its ``default_problem_type`` when set."""
+    message = ground_truth_problem(sample.problem_type, sample.answer, sample.options, config)
     if message is None:
         return None
     try:
-        get_scorer(sample.problem_type)
+        get_scorer(sample.problem_type, config)
     except UnknownProblemType:
         return "problem_type", message
     return sample.answer_field, message
+
+
+def run_sample_check(config: RewardConfig | None):
+    """:func:`sample_check` as a run scoring with ``config`` sees rows: what `evr1 train`,
+    `cache build`, `data prepare` and eval's ``jsonl`` benchmark check before any work."""
+    return lambda sample: sample_check(sample, config)

@@ -1,7 +1,8 @@
 """Headless-Chromium HTML renderer for the ``html-code`` reward: :func:`get_renderer`.
 
 One browser per process, started lazily on a dedicated thread (Playwright's sync API is
-bound to the thread that created it), restarted when it dies. :meth:`HtmlRenderer.render`
+bound to the thread that created it), restarted when it dies; a Playwright driver that died
+(killed, out of memory) is started again once per job. :meth:`HtmlRenderer.render`
 is thread-safe: callers submit jobs to that thread and wait for the result.
 
 Each render gets a fresh browser context with a fixed viewport and no network:
@@ -48,6 +49,14 @@ class HtmlRenderError(Exception):
 
 class RendererUnavailable(HtmlRenderError):
     """The browser itself cannot be started: no page can be rendered here."""
+
+
+class _DriverGone(RendererUnavailable):
+    """Playwright's driver process ended (killed, out of memory): a new driver may still work."""
+
+
+def _driver_gone(exc: Exception) -> bool:
+    return "connection closed" in str(exc).lower()
 
 
 @dataclass
@@ -115,7 +124,11 @@ class HtmlRenderer:
                 if job is None:
                     return
                 try:
-                    self._run_job(playwright, job)
+                    try:
+                        self._run_job(playwright, job)
+                    except _DriverGone:  # start a new driver and browser, retry the job once
+                        playwright = self._restart_driver(playwright, sync_playwright)
+                        self._run_job(playwright, job)
                 except HtmlRenderError as exc:
                     job.future.set_exception(exc)
                 except PlaywrightError as exc:
@@ -133,6 +146,18 @@ class HtmlRenderer:
                 except Exception:  # noqa: BLE001, S110 - shutting down anyway
                     pass
 
+    def _restart_driver(self, playwright, sync_playwright):
+        event(_LOG, "html_renderer.driver_restart")
+        self._browser = None
+        try:
+            playwright.stop()
+        except Exception:  # noqa: BLE001, S110 - the old driver is gone already
+            pass
+        try:
+            return sync_playwright().start()
+        except Exception as exc:  # noqa: BLE001 - Playwright raises its own Error types
+            raise RendererUnavailable(f"cannot restart Playwright: {exc}") from None
+
     def _run_job(self, playwright, job: _Job) -> None:
         """Render one job, (re)launching the browser when it is not running."""
         from playwright.sync_api import Error as PlaywrightError
@@ -145,10 +170,14 @@ class HtmlRenderer:
             try:
                 job.future.set_result(self._render_one(self._browser, job))
                 return
-            except PlaywrightError:
+            except PlaywrightError as exc:
+                if _driver_gone(exc):
+                    raise _DriverGone(str(exc).splitlines()[0][:200]) from None
                 # A browser that died between jobs is noticed only now: relaunch and retry
-                # once, unless the watchdog killed it because of this very job.
-                if attempt == 1 or self._wedged or self._browser.is_connected():
+                # once, unless the watchdog killed it because of this very job. One whose
+                # driver died still reports itself connected, but its targets are closed.
+                closed = "has been closed" in str(exc) or not self._browser.is_connected()
+                if attempt == 1 or self._wedged or not closed:
                     raise
                 self._browser = None
 
@@ -161,7 +190,8 @@ class HtmlRenderer:
             return playwright.chromium.launch(executable_path=self.executable_path, args=self._args,
                                               headless=True, timeout=60_000)
         except Exception as exc:  # noqa: BLE001 - Playwright raises its own Error types
-            raise RendererUnavailable(f"cannot launch Chromium: {str(exc).splitlines()[0][:200]}") from None
+            kind = _DriverGone if _driver_gone(exc) else RendererUnavailable
+            raise kind(f"cannot launch Chromium: {str(exc).splitlines()[0][:200]}") from None
 
     def _render_one(self, browser, job: _Job) -> bytes:
         from playwright.sync_api import TimeoutError as PlaywrightTimeout

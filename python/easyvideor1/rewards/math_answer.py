@@ -23,6 +23,7 @@ shares one.
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from collections import OrderedDict
@@ -55,7 +56,13 @@ def _math_verify():
     # for every worker, rewards/warmup.py).
     import math_verify
 
+    # It warns on every parse that its timeout is off, which is deliberate here (docstring).
+    logging.getLogger("math_verify.parser").addFilter(_timeout_off_filter)
     return math_verify
+
+
+def _timeout_off_filter(record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith("Timeout is disabled")
 
 
 def _parse(text: str) -> list[Any]:

@@ -48,7 +48,7 @@ class UnknownProblemType(EasyVideoR1Error):
         self.problem_type = problem_type
         super().__init__(
             f"unknown problem_type {problem_type!r}; known: {', '.join(sorted(known))} "
-            "(set rewards.default_problem_type to route unknown types to a scorer)"
+            "(the run config's worker.reward.default_problem_type routes unknown types to a scorer)"
         )
 
 

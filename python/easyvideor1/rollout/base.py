@@ -39,7 +39,8 @@ class EngineAsleepError(RolloutError):
 
 @dataclass(frozen=True)
 class SamplingConfig:
-    """How responses are sampled. ``top_k <= 0`` and ``top_p == 1`` disable those filters.
+    """How responses are sampled. ``top_k <= 0`` (kept as -1, ``worker.rollout.top_k``'s "off", so
+    saved settings compare equal) and ``top_p == 1`` disable those filters.
 
     Log-probs are those of the raw model distribution (temperature 1, full vocabulary,
     before any bias), the quantity ``compute_log_probs`` returns for the trainer.
@@ -51,7 +52,7 @@ class SamplingConfig:
     max_tokens: int = 256
     temperature: float = 1.0
     top_p: float = 1.0
-    top_k: int = 0
+    top_k: int = -1
     seed: int | None = None
     stop_token_ids: tuple[int, ...] = ()
     forbid_vision_tokens: bool = True
@@ -60,6 +61,7 @@ class SamplingConfig:
     def __post_init__(self) -> None:
         # A list (from JSON, e.g. rollout/wire.py) becomes a tuple: the config stays hashable.
         object.__setattr__(self, "stop", tuple(self.stop))
+        object.__setattr__(self, "top_k", self.top_k if self.top_k > 0 else -1)
         if any(not isinstance(s, str) or not s for s in self.stop):
             raise ConfigError(f"stop strings must be non-empty strings, got {list(self.stop)!r}")
         if self.max_tokens < 1:

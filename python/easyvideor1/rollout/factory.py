@@ -51,18 +51,16 @@ def vllm_engine_kwargs(cfg: RunConfig, *, on_cpu: bool, model_path: str | Path |
     # exceed it is refused. A prompt may be one video up to the model length, so the budget is that.
     kwargs: dict[str, Any] = {"max_model_len": length, "max_num_batched_tokens": length, "seed": rollout.seed,
                               "max_num_seqs": rollout.max_num_seqs, "dtype": rollout.dtype,
-                              # A colocated engine sleeps while the actor works (rollout/policy_sync.py).
-                              "enable_sleep_mode": rollout.colocate}
+                              # A colocated engine sleeps while the actor works (weight_sync/policy.py).
+                              "enable_sleep_mode": rollout.colocate,
+                              # engine_args turns these into the memory settings (rollout/vllm_memory.py).
+                              "kv_cache_gib": rollout.kv_cache_gib,
+                              "gpu_memory_utilization": rollout.gpu_memory_utilization}
     if rollout.tools.enabled:
         # Every tool turn may add a clip (get_frames) or a crop (zoom) to the sequence.
         kwargs.update(max_videos=2 + rollout.tools.max_turns, max_images=4 + rollout.tools.max_turns)
-    if on_cpu:
-        from easyvideor1.rollout.vllm_memory import cpu_kv_cache_args
-
-        kwargs.update(cpu_kv_cache_args(rollout.kv_cache_gib))
-    else:
-        kwargs.update(gpu_memory_utilization=rollout.gpu_memory_utilization,
-                      tensor_parallel_size=rollout.tensor_parallel_size, enforce_eager=rollout.enforce_eager)
+    if not on_cpu:
+        kwargs.update(tensor_parallel_size=rollout.tensor_parallel_size, enforce_eager=rollout.enforce_eager)
     return kwargs
 
 

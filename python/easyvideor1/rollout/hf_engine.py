@@ -33,7 +33,7 @@ from easyvideor1.rollout.base import (
     check_requests,
     vision_token_ids,
 )
-from easyvideor1.rollout.weights import load_weights
+from easyvideor1.weight_sync.host import load_weights
 
 log = get_logger(__name__)
 

@@ -1,7 +1,7 @@
-"""Distributed mode's rollout stage and policy sync: tasks over the work queue, weights via the store.
+"""Distributed mode's rollout stage: tasks over the work queue (its policy sync, weights via the
+store, is :class:`~easyvideor1.weight_sync.remote.RemotePolicySync`).
 
-:class:`RemoteRolloutStage` and :class:`RemotePolicySync` implement the trainer's
-:class:`~easyvideor1.rollout.stage.RolloutStage` and :class:`~easyvideor1.rollout.policy_sync.PolicySync`
+:class:`RemoteRolloutStage` implements the trainer's :class:`~easyvideor1.rollout.stage.RolloutStage`
 when ``distributed.mode == "distributed"`` (``train/parts.py`` assembles them). ``stage.run``
 puts one task per sample (wire.py format: the run's reward settings travel with it) for the
 rollout pool (rollout/worker.py), rebuilds every prompt locally with the trainer's own
@@ -41,17 +41,17 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from easyvideor1.cache import FrameLoader
-from easyvideor1.config.schema import MixPolicyConfig, RewardConfig, RunConfig, ToolsConfig
+from easyvideor1.config.schema import MixPolicyConfig, RewardConfig, ToolsConfig
 from easyvideor1.data import Sample
 from easyvideor1.data.prepared import prepared_family
 from easyvideor1.errors import CacheMismatchError, EasyVideoR1Error
 from easyvideor1.logging import event, get_logger
 from easyvideor1.models.inputs import PromptBuilder, PromptInputs
 from easyvideor1.models.trajectory import Trajectory
+from easyvideor1.outages import outage_over, outage_started
 from easyvideor1.prompts.renderer import PromptRenderer
 from easyvideor1.queue import (
     DuplicateTaskError,
@@ -59,20 +59,16 @@ from easyvideor1.queue import (
     ResultTimeoutError,
     TaskDeadLetteredError,
     WorkQueue,
-    open_version_board,
 )
 from easyvideor1.rollout.base import SamplingConfig
-from easyvideor1.rollout.policy_sync import PolicySync
 from easyvideor1.rollout.remote_run import RunIdentity
 from easyvideor1.rollout.stage import Group, RolloutStage, RoundResult, sample_fields
 from easyvideor1.rollout.tools.base import ToolFrameSource, declaration_fields
 from easyvideor1.rollout.tools.kit import tool_template_kwargs
 from easyvideor1.rollout.tools.window import refetch as refetch_ref
-from easyvideor1.rollout.weight_sync import WeightPublisher
 from easyvideor1.rollout.wire import (
     WIRE_VERSION,
     WeightsRef,
-    join_store,
     reward_from_dict,
     task_payload,
     trajectories_from_wire,
@@ -351,7 +347,9 @@ class RemoteRolloutStage(RolloutStage):
     # ---- queue outages --------------------------------------------------------------------
     def _ride_out(self, first: QueueUnavailableError, counters: dict[str, float]) -> None:
         """Wait for the queue to answer again (bounded), then re-put what it lost."""
-        event(log, "queue_unavailable", logging.WARNING, error=str(first)[:300], patience_s=self.queue_patience_s)
+        began = outage_started("work queue (Redis)", f"waiting up to {self.queue_patience_s:g}s "
+                               "(distributed.queue_patience_s), then re-putting what it lost",
+                               error=str(first)[:300])
         deadline = time.monotonic() + self.queue_patience_s
         delay, last = 0.25, first
         while True:
@@ -371,7 +369,10 @@ class RemoteRolloutStage(RolloutStage):
                     "again, or restart the trainer: it resumes from its last checkpoint and finished results "
                     "are reused") from None
             delay = min(delay * 2, 2.0)
+        before = counters.get("queue_recovered", 0)
         self._sweep(counters)
+        outage_over("work queue (Redis)", began, counters,
+                    tasks_put_again=int(counters.get("queue_recovered", 0) - before))
 
     def _sweep(self, counters: dict[str, float]) -> None:
         counters["queue_recovered"] += len(self.recover())
@@ -394,52 +395,3 @@ class RemoteRolloutStage(RolloutStage):
         self.queue.close()
         if self.tool_source is not None:
             self.tool_source.close()
-
-
-# ---- weights -----------------------------------------------------------------------------------
-class RemotePolicySync(PolicySync):
-    """``push(state_dict, version)`` publishes a policy version for the pool."""
-
-    def __init__(self, cfg: RunConfig, stage: RemoteRolloutStage, identity: RunIdentity,
-                 store_options: dict[str, Any]):
-        self.queue_url, self.namespace = cfg.distributed.queue_url, cfg.distributed.namespace
-        self.root, self.store_options = cfg.distributed.weights_store, store_options
-        self.output_dir = Path(cfg.trainer.output_dir)
-        self.stage, self.identity = stage, identity
-        self._announced = None
-        self._open()
-        stage.on_recover.append(self.reannounce)
-
-    def _open(self) -> None:
-        self.board = open_version_board(self.queue_url, self.namespace, self.identity.board)
-        self.publisher = WeightPublisher(join_store(self.root, self.identity.store_prefix), self.board, keep=3,
-                                         **self.store_options)
-
-    def push(self, state_dict: dict[str, Any], version: int) -> None:
-        latest = self.board.latest()
-        if latest is not None and latest.version == version:
-            # A resumed run re-pushing the checkpoint's version: the board already has it.
-            event(log, "weights_already_published", version=version, board=self.identity.board)
-            self._announced = latest
-        else:
-            if latest is not None and latest.version > version:
-                # Resumed behind its board (steps after the last checkpoint): continue on a new board.
-                self.board.close()
-                self.identity.generation += 1
-                self.identity.save(self.output_dir)
-                self._open()
-                event(log, "weights_board_rotated", board=self.identity.board, version=version,
-                      previous_latest=latest.version)
-            self.publisher.publish(version, state_dict)
-            self._announced = self.board.latest()
-        self.stage.version = version
-
-    def reannounce(self) -> None:
-        """After a Redis restart without persistence the board is empty: announce the newest again."""
-        record, latest = self._announced, self.board.latest()
-        if record is not None and (latest is None or latest.version < record.version):
-            self.board.publish(record.version, record.uri, record.meta)
-            event(log, "weights_reannounced", version=record.version, board=self.identity.board)
-
-    def close(self) -> None:
-        self.board.close()

@@ -3,7 +3,7 @@
 :class:`RolloutStage` is the interface the trainer drives; :class:`EngineRolloutStage` runs a
 round on an engine in this process (the embedded trainer, and each rollout worker of the pool),
 :class:`~easyvideor1.rollout.remote_stage.RemoteRolloutStage` sends it to the rollout pool over
-the work queue. ``make_rollout_stage`` (train/parts.py) picks one from the config.
+the work queue. ``train/parts.build_parts`` picks one from the config.
 
 Samples whose prompt would exceed ``max_prompt_length`` (vision tokens included) are
 filtered with the reason reported: a prompt is never truncated through vision tokens.

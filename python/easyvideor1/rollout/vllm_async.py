@@ -39,7 +39,7 @@ from easyvideor1.rollout.vllm_common import (
     sleep_supported,
     vllm_prompt,
 )
-from easyvideor1.rollout.weights import tied_head_names, weight_payloads
+from easyvideor1.weight_sync.host import tied_head_names, weight_payloads
 
 log = get_logger(__name__)
 

@@ -24,10 +24,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from easyvideor1.console import is_tty
 from easyvideor1.models.families import ModelFamily, detect_family
 from easyvideor1.models.inputs import PROCESSOR_KWARGS, PromptInputs
 from easyvideor1.rollout.base import (
@@ -37,9 +39,10 @@ from easyvideor1.rollout.base import (
     RolloutResult,
     SamplingConfig,
 )
-from easyvideor1.rollout.weights import WeightPayload
+from easyvideor1.rollout.vllm_memory import engine_memory_args
+from easyvideor1.weight_sync.host import WeightPayload
 
-WORKER_EXTENSION = "easyvideor1.rollout.vllm_worker.WeightSyncExtension"
+WORKER_EXTENSION = "easyvideor1.weight_sync.receiver.WeightSyncExtension"
 SEED_STRIDE = 1 << 20  # more than any n
 
 
@@ -68,8 +71,13 @@ def worker_start_method(*, on_cpu: bool, current: str | None) -> str | None:
 
 def engine_args(model_dir: str | Path, *, dtype: str | None = None, max_model_len: int = 4096, seed: int = 0,
                 max_num_seqs: int = 64, max_images: int = 4, max_videos: int = 2, enforce_eager: bool | None = None,
-                enable_sleep_mode: bool = False, **extra: Any) -> dict[str, Any]:
+                enable_sleep_mode: bool = False, kv_cache_gib: float | None = None,
+                gpu_memory_utilization: float | None = None, **extra: Any) -> dict[str, Any]:
     """Keyword arguments for ``vllm.LLM``/``AsyncEngineArgs``.
+
+    Memory: :func:`~easyvideor1.rollout.vllm_memory.engine_memory_args` (on CPU a KV cache of
+    ``kv_cache_gib``, default 1 GiB; on a GPU ``gpu_memory_utilization`` when given); an
+    explicit ``kv_cache_memory_bytes`` in ``extra`` (``--engine-arg``) wins.
 
     ``dtype`` (None or "auto": :func:`default_dtype`): float32 on CPU except where the family's
     CPU kernels need another (Qwen3.5: bfloat16), bfloat16 on GPUs. ``enforce_eager`` defaults
@@ -105,6 +113,9 @@ def engine_args(model_dir: str | Path, *, dtype: str | None = None, max_model_le
         "worker_extension_cls": WORKER_EXTENSION,
         "logprobs_mode": "raw_logprobs",
         "enable_sleep_mode": enable_sleep_mode,
+        # vLLM's weight-loading bar: carriage returns in a log; the engine's start is logged anyway.
+        "use_tqdm_on_load": is_tty(sys.stderr),
+        **engine_memory_args(on_cpu=on_cpu, kv_cache_gib=kv_cache_gib, gpu_memory_utilization=gpu_memory_utilization),
     }
     args.update(extra)
     return args

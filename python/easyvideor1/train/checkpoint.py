@@ -22,6 +22,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from easyvideor1.errors import EasyVideoR1Error
+from easyvideor1.files import share
 
 _STEP_DIR = re.compile(r"^step_(\d+)$")
 
@@ -66,6 +67,7 @@ def save_checkpoint(output_dir: str | Path, step: int, model_state: dict[str, to
                   str(tmp / "model.safetensors"))
         torch.save(trainer_state, tmp / "trainer_state.pt")
         (tmp / "meta.json").write_text(json.dumps({"step": step, **(meta or {})}, indent=2))
+        share(tmp)  # mkdtemp's 0700 and safetensors' 0600: others of the umask read checkpoints too
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)

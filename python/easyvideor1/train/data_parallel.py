@@ -14,6 +14,10 @@ parallel too: each rank forwards only its shard of the batch's sequences.
 * :class:`DataParallel` holds the few collectives the actor needs (gather small count
   vectors, sum metrics, share per-sequence log-probs); with one rank they make no call.
 
+With ``keys`` (the group ids, under the shared-prefix layout) :func:`shard_batch` and
+:func:`update_plan` keep every group whole on one rank and in one mini-batch, so its prompt is
+laid out once; a sequence's cost is then its share of its group's tokens as laid out.
+
 The actor (train/actor.py) agrees on the largest micro-batch count of a step and pads the
 others with zero-weight micro-batches, so every rank makes the same FSDP collectives.
 """
@@ -21,11 +25,13 @@ others with zero-weight micro-batches, so every rank makes the same FSDP collect
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
+
+from easyvideor1.train.batching import group_positions
 
 
 @dataclass(frozen=True)
@@ -53,33 +59,54 @@ def balanced_shards(costs: Sequence[int], world_size: int) -> list[list[int]]:
     return [sorted(s) for s in shards]
 
 
-def shard_batch(costs: Sequence[int], world_size: int, positions: Sequence[int] | None = None) -> list[RankShard]:
+def shard_batch(costs: Sequence[int], world_size: int, positions: Sequence[int] | None = None,
+                keys: Sequence[Hashable] | None = None) -> list[RankShard]:
     """:func:`balanced_shards` with fillers. ``positions`` maps entry k of ``costs`` to its
-    position in the batch (default: k)."""
+    position in the batch (default: k); with ``keys``, entries of one key go to one rank."""
     if not costs:
         raise ValueError("cannot shard an empty batch")
     where = list(range(len(costs))) if positions is None else list(positions)
     shortest = min(range(len(costs)), key=lambda i: (costs[i], i))
     out = []
-    for members in balanced_shards(costs, world_size):
+    for members in _balanced(costs, world_size, keys):
         filler = min(members, key=lambda i: (costs[i], i)) if members else shortest
         out.append(RankShard(sorted(where[i] for i in members), where[filler], sum(int(costs[i]) for i in members)))
     return out
 
 
+def _balanced(costs: Sequence[int], world_size: int, keys: Sequence[Hashable] | None) -> list[list[int]]:
+    if keys is None:
+        return balanced_shards(costs, world_size)
+    groups = group_positions(keys)
+    shards = balanced_shards([sum(int(costs[i]) for i in g) for g in groups], world_size)
+    return [sorted(i for g in shard for i in groups[g]) for shard in shards]
+
+
 def update_plan(costs: Sequence[int], uids: Sequence[str], *, seed: int, ppo_epochs: int, mini_batch_size: int,
-                world_size: int) -> list[list[RankShard]]:
+                world_size: int, whole_groups: bool = False) -> list[list[RankShard]]:
     """The optimizer steps of one update: per step, one :class:`RankShard` per rank.
 
     Each epoch shuffles the batch (``random.Random(seed)``) and cuts mini-batches of
     ``mini_batch_size`` questions (x the group size); each mini-batch is split by tokens.
+    ``whole_groups`` (the shared-prefix layout): the groups (by uid) are shuffled instead of
+    the sequences, each mini-batch holds ``mini_batch_size`` whole groups, each on one rank.
     """
     if len(costs) != len(uids):
         raise ValueError(f"{len(costs)} costs but {len(uids)} uids")
-    group_size = max(1, len(costs) // max(1, len(set(uids))))
-    per_minibatch = mini_batch_size * group_size
     rng = random.Random(seed)
     steps = []
+    if whole_groups:
+        groups = group_positions(uids)
+        for _epoch in range(ppo_epochs):
+            order = list(range(len(groups)))
+            rng.shuffle(order)
+            for start in range(0, len(order), mini_batch_size):
+                mini = [i for g in order[start:start + mini_batch_size] for i in groups[g]]
+                steps.append(shard_batch([costs[i] for i in mini], world_size, positions=mini,
+                                         keys=[uids[i] for i in mini]))
+        return steps
+    group_size = max(1, len(costs) // max(1, len(set(uids))))
+    per_minibatch = mini_batch_size * group_size
     for _epoch in range(ppo_epochs):
         order = list(range(len(costs)))
         rng.shuffle(order)

@@ -24,7 +24,7 @@ Both tool-task runs keep the vision encoder frozen (``worker.actor.freeze_vision
 on a pretrained VLM often does: unfrozen, the first steps' noisy rollouts took the sight model's
 colours away. The table gives held-out accuracy (greedy) before and after each run, with the tool
 calls per trajectory before and after, and says whether the tools run ended above the other.
-Measured (docs/tools.md): with tools 1.00, without 0.33, on seeds 0, 1 and 2.
+Measured (docs/performance.md): with tools 1.00, without 0.33, on seeds 0, 1 and 2.
 
 The demo's tiny model has the call's pieces as single added tokens (``TOOL_CALL_TOKENS``:
 ``<tool_call>``, ``</tool_call>``, ``{"name": "get_frames", "arguments": ``, ``{"start_s": ``,
@@ -141,7 +141,7 @@ def tool_demo_config(settings: ToolDemoSettings, data_dir: Path, model_dir: Path
         "data.max_prompt_length=2048",
         f"data.max_response_length={TOOLS_RESPONSE_TOKENS if tools else PLAIN_RESPONSE_TOKENS}",
         # The sight run's vision encoder sees the colours; RL on this task's noisy early
-        # rollouts would move it (unfrozen, it lost them within 3 steps; docs/tools.md).
+        # rollouts would move it (unfrozen, it lost them within 3 steps; docs/performance.md).
         "worker.actor.freeze_vision_tower=true",
     ]
     if tools:

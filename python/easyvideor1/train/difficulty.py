@@ -8,12 +8,13 @@ GRPO (a group of all-equal rewards has zero advantage), so they are kept.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from easyvideor1.config.schema import MixPolicyConfig
-from easyvideor1.data import load_samples, write_samples
+from easyvideor1.data import Sample, load_samples, write_samples
 from easyvideor1.rollout.base import SamplingConfig
 from easyvideor1.rollout.stage import RolloutStage
 
@@ -32,10 +33,13 @@ class FilterReport:
                 "failed": [{"problem_id": p, "reason": r} for p, r in self.failed], "pass_rates": self.pass_rates}
 
 
-def filter_by_pass_rate(stage: RolloutStage, data_path: str | Path, out_path: str | Path, *, k: int,
+def filter_by_pass_rate(stage: RolloutStage, data: str | Path | list[Sample], out_path: str | Path, *, k: int,
                         max_tokens: int, temperature: float = 1.0, threshold: float = 1.0,
-                        batch_size: int = 32, seed: int = 0) -> FilterReport:
-    samples = load_samples(data_path)
+                        batch_size: int = 32, seed: int = 0,
+                        on_batch: Callable[[int, FilterReport], None] | None = None) -> FilterReport:
+    """``data``: a JSONL path or its rows already loaded (and checked). ``on_batch(questions
+    done, report so far)`` after each batch (the command's progress)."""
+    samples = list(data) if isinstance(data, list) else load_samples(data)
     report = FilterReport(total=len(samples))
     kept = []
     sampling = SamplingConfig(max_tokens=max_tokens, temperature=temperature, seed=seed)
@@ -52,6 +56,8 @@ def filter_by_pass_rate(stage: RolloutStage, data_path: str | Path, out_path: st
                 report.too_easy += 1
             else:
                 kept.append(group.sample)
+        if on_batch is not None:
+            on_batch(min(start + batch_size, len(samples)), report)
     report.kept = len(kept)
     write_samples(out_path, kept)
     Path(str(out_path) + ".report.json").write_text(json.dumps(report.as_dict(), indent=2))

@@ -138,9 +138,13 @@ class PixelSource:
             if self.cfg is None:
                 raise ValueError("a trajectory came without its tool media's pixels, and this pixel source has no "
                                  "run config to make the tool kit from (build it with PixelSource.from_config)")
+            from easyvideor1.rollout.tools.frames import make_tool_frame_source
             from easyvideor1.rollout.tools.kit import make_tool_kit
+            from easyvideor1.train.parts import tool_frames_url
 
-            self._kit = make_tool_kit(self.cfg, self.builder.family)
+            family = self.builder.family
+            self._kit = make_tool_kit(self.cfg, family, source=make_tool_frame_source(
+                self.cfg, family, service_url=tool_frames_url(self.cfg)))
         return self._kit
 
     def stats(self) -> dict[str, Any]:

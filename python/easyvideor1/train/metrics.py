@@ -74,7 +74,9 @@ def tool_metrics(groups: Sequence[Group] | Sequence[ToolUse], prefix: str = "too
 
 class MetricsLogger:
     def __init__(self, output_dir: str | Path, sinks: Iterable[str], experiment_name: str = "easyvideor1",
-                 config: dict[str, Any] | None = None):
+                 config: dict[str, Any] | None = None, resume_step: int | None = None):
+        """``resume_step``: the checkpoint's step of a resumed run, whose ``metrics.jsonl`` was cut
+        there (train/run_dir.py): TensorBoard hides its events of later steps too."""
         self.output_dir = Path(output_dir)
         self.output_dir.mkdir(parents=True, exist_ok=True)
         self.sinks = set(sinks)
@@ -84,7 +86,8 @@ class MetricsLogger:
         if "tensorboard" in self.sinks:
             from torch.utils.tensorboard import SummaryWriter
 
-            self._tb = SummaryWriter(log_dir=str(self.output_dir / "tensorboard"))
+            purge = resume_step + 1 if resume_step is not None else None
+            self._tb = SummaryWriter(log_dir=str(self.output_dir / "tensorboard"), purge_step=purge)
         self._console = None
         if "console" in self.sinks:
             from easyvideor1.console import TrainProgress

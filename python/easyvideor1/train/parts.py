@@ -9,7 +9,9 @@ policy sync           ``EnginePolicySync``: weights in place       ``RemotePolic
 actor group           ``Actor`` in this process                    ``Actor`` here, or the Ray trainer's ranks
 ====================  ==========================================  =============================================
 
-``RLTrainer`` receives a :class:`TrainerParts` and never asks which mode it is in.
+``RLTrainer`` receives a :class:`TrainerParts` and never asks which mode it is in; the tool
+frames' source of the actor's ranks (which fetch a trajectory's tool media again in their own
+process) comes from :func:`tool_frames_url`, this module's too.
 """
 
 from __future__ import annotations
@@ -25,11 +27,11 @@ from easyvideor1.logging import event, get_logger
 from easyvideor1.models.inputs import PromptBuilder
 from easyvideor1.prompts.renderer import PromptRenderer
 from easyvideor1.rollout.base import RolloutEngine
-from easyvideor1.rollout.policy_sync import PolicySync
 from easyvideor1.rollout.stage import RolloutStage
 from easyvideor1.train.actor_group import ActorGroup
 from easyvideor1.train.distributed import World, init_world
 from easyvideor1.train.media import build_frame_loader
+from easyvideor1.weight_sync.policy import PolicySync
 
 log = get_logger(__name__)
 
@@ -77,16 +79,22 @@ def build_parts(cfg: RunConfig, *, engine: RolloutEngine | None = None, actor: A
     return TrainerParts(world, builder, loader, stage, sync, actor, owned)
 
 
+def tool_frames_url(cfg: RunConfig) -> str | None:
+    """Where the video tools' frames come from: the frame-cache service (``distributed.frame_cache_url``)
+    in distributed mode, so a trainer needs no raw media; ``None``: this process's store."""
+    return cfg.distributed.frame_cache_url if cfg.distributed.mode == "distributed" else None
+
+
 def _embedded(cfg: RunConfig, engine: RolloutEngine | None, owned: list[Any]):
     from easyvideor1.rewards.client import open_reward_client
     from easyvideor1.rollout.factory import make_engine, max_prompt_length
-    from easyvideor1.rollout.policy_sync import EnginePolicySync
     from easyvideor1.rollout.stage import EngineRolloutStage
+    from easyvideor1.weight_sync.policy import EnginePolicySync
 
     rollout = cfg.worker.rollout
     # Colocated: the engine sleeps while the actor computes log-probs and updates (one GPU for both).
     sync = EnginePolicySync(engine or make_engine(cfg), owns_engine=engine is None, colocate=rollout.colocate,
-                            sleep_level=rollout.sleep_level)
+                            sleep_level=rollout.sleep_level, bucket_bytes=rollout.weight_sync.bucket_mib << 20)
     owned.append(sync)
     rewards = open_reward_client(cfg.worker.reward.url, cfg.worker.reward)
     owned.append(rewards)
@@ -110,8 +118,9 @@ def remote_rollout_parts(cfg: RunConfig, owned: list[Any]):
     """Distributed mode's builder, loader, stage and policy sync (appended to ``owned``)."""
     from easyvideor1.queue import open_queue
     from easyvideor1.rollout.remote_run import RunIdentity
-    from easyvideor1.rollout.remote_stage import RemotePolicySync, RemoteRolloutStage
+    from easyvideor1.rollout.remote_stage import RemoteRolloutStage
     from easyvideor1.train.checkpoint import latest_checkpoint
+    from easyvideor1.weight_sync.remote import RemotePolicySync
 
     cfg, store_options = apply_cluster_defaults(cfg)
     dist = cfg.distributed
@@ -134,7 +143,7 @@ def remote_rollout_parts(cfg: RunConfig, owned: list[Any]):
         # Trajectories come back without their tool media; the trainer fetches them again by ref.
         from easyvideor1.rollout.tools.frames import make_tool_frame_source
 
-        tool_source = make_tool_frame_source(cfg, builder.family, loader=loader)
+        tool_source = make_tool_frame_source(cfg, builder.family, loader=loader, service_url=tool_frames_url(cfg))
     stage = RemoteRolloutStage(open_queue(dist.queue_url, dist.namespace), builder, loader,
                                PromptRenderer(cfg.data.prompt_template_dir), identity,
                                max_prompt_length=cfg.data.max_prompt_length,

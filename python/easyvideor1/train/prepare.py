@@ -38,7 +38,6 @@ import dataclasses
 import json
 import os
 import posixpath
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -47,8 +46,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from easyvideor1.cache.blob import blob_metadata
 from easyvideor1.cache.builder import build_cache
 from easyvideor1.cache.key import content_hash, make_key
@@ -56,6 +53,7 @@ from easyvideor1.cache.loader import index_for_store
 from easyvideor1.cache.media_source import MediaSource, RemoteObject, is_remote
 from easyvideor1.cache.stores.base import open_store
 from easyvideor1.config.schema import RunConfig
+from easyvideor1.console import Progress
 from easyvideor1.data.loader import load_samples_report
 from easyvideor1.data.prepared import (
     PREPARED_VERSION,
@@ -70,7 +68,10 @@ from easyvideor1.data.prepared import (
 )
 from easyvideor1.data.schema import Sample, is_url, resolve_roots, within_roots
 from easyvideor1.errors import CacheError, ConfigError, EasyVideoR1Error, MediaError
+from easyvideor1.files import atomic_write
 from easyvideor1.logging import event, get_logger
+from easyvideor1.models.paths import check_model_dir
+from easyvideor1.rewards.gt_check import run_sample_check
 from easyvideor1.video.metadata import ImageMetadata, ImageParams, VideoMetadata, VideoParams
 
 _log = get_logger("train.prepare")
@@ -274,6 +275,8 @@ def prepare(data_path: str | os.PathLike, cfg: RunConfig, model_dirs: Sequence[s
     the report next to it; returns the summary. Raises ConfigError for unusable arguments
     and StoreError when the store (or the bucket of an ``s3://`` out) fails.
     """
+    for model_dir in model_dirs:  # before the bucket is asked or anything decodes
+        check_model_dir(model_dir, "--model")
     if is_remote(str(out_path)):
         return _prepare_to_bucket(data_path, cfg, model_dirs, str(out_path), progress=progress,
                                   media_per_batch=media_per_batch, trust_etag=trust_etag, tmp_dir=tmp_dir)
@@ -326,7 +329,10 @@ def _prepare(data_path: str | os.PathLike, cfg: RunConfig, model_dirs: Sequence[
     targets = _targets(cfg, model_dirs)
     summary.families = {t.name: FamilyCounts(model=t.model_dir) for t in targets}
 
-    samples, problems = load_samples_report(data_path, media_root=cfg.data.media_root)
+    # The rows as `evr1 data validate` checks them (rewards/gt_check.py): a row whose problem type
+    # no scorer knows is left out and reported like any bad row.
+    samples, problems = load_samples_report(data_path, media_root=cfg.data.media_root,
+                                            check_ground_truth=run_sample_check(cfg.worker.reward))
     samples = [plain_sample(s) for s in samples]  # a manifest given as input is prepared afresh
     summary.rows, summary.bad_rows = len(samples), len(problems)
     summary.failures = [PrepareFailure("row", [f"{p.path}:{p.line}"], [], None, None, [], "bad row", "RowProblem",
@@ -342,14 +348,12 @@ def _prepare(data_path: str | os.PathLike, cfg: RunConfig, model_dirs: Sequence[
                    _Roots.of(cfg))
         items = list(media.values())
         failed = 0
-        with tqdm(total=len(items), desc="prepare media", unit="file", file=sys.stderr,
-                  disable=not progress) as bar:
+        with Progress("prepare media", total=len(items), unit="file", enabled=progress) as bar:
             for begin in range(0, len(items), media_per_batch):
                 batch = items[begin:begin + media_per_batch]
                 _prepare_batch(batch, job)
                 failed += sum(1 for m in batch if m.failure is not None)
-                bar.update(len(batch))
-                bar.set_postfix(failed=failed, refresh=False)
+                bar.update(len(batch), failed=failed)
         for m in items:
             if m.failure is not None:
                 summary.failures.append(m.failure)
@@ -561,7 +565,7 @@ def _prepare_samples(samples: Sequence[Sample], media: dict[tuple[str, str], _Me
     renderer = PromptRenderer(job.cfg.data.prompt_template_dir)
     limit = job.cfg.data.max_prompt_length
     out: list[PreparedSample] = []
-    for sample in tqdm(samples, desc="count prompt tokens", unit="sample", file=sys.stderr, disable=not progress):
+    for sample in Progress("count prompt tokens", total=len(samples), unit="sample", enabled=progress).each(samples):
         videos = [media[("video", p)] for p in sample.videos]
         images = [media[("image", p)] for p in sample.images]
         if any(m.failure is not None for m in (*videos, *images)):
@@ -594,13 +598,10 @@ def _prepare_samples(samples: Sequence[Sample], media: dict[tuple[str, str], _Me
 def _write_report(path: Path, summary: PrepareSummary) -> None:
     """JSONL, one line per left-out row and failure; written (empty) on a clean run too, so no
     stale report of an earlier run stays next to the new manifest."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(temp, "w", encoding="utf-8") as handle:
+    with atomic_write(path) as handle:
         for failure in summary.failures:
             for line in failure.report_lines():
                 handle.write(json.dumps(line, ensure_ascii=False) + "\n")
-    os.replace(temp, path)
 
 
 __all__ = ["DEFAULT_MEDIA_PER_BATCH", "FamilyCounts", "PrepareFailure", "PrepareSummary", "count_prompt_tokens",

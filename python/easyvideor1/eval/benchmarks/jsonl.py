@@ -1,8 +1,8 @@
 """Any data file in the project's training format (docs/data-format.md), scored by the rewards.
 
 ``--benchmarks jsonl=PATH`` with PATH a ``.jsonl``/``.json`` file or a folder of them. Rows
-are validated by :func:`easyvideor1.data.load_samples` (bad rows: one error listing file,
-line and field of each). Every row is scored by the reward of its ``problem_type``, exactly
+are checked as ``evr1 data validate`` checks them (schema, problem type, ground truth); a bad
+row leaves the benchmark out with one line naming its file, line and field. Every row is scored by the reward of its ``problem_type``, exactly
 as in training; grounding and tracking types report IoU, regression MRA, open-ended text
 similarity (or the judge), all others accuracy, each kind separately. The prompt keeps the
 row's own ``<video>``/``<image>`` placement. A prepared manifest (``evr1 data prepare``) is a
@@ -16,12 +16,13 @@ import posixpath
 from pathlib import Path
 
 from easyvideor1.cache.media_source import is_remote
-from easyvideor1.data import Sample, load_samples
+from easyvideor1.data import Sample, load_samples_report
 from easyvideor1.data.prepared import PREPARED_FIELD
 from easyvideor1.eval.benchmarks.base import Benchmark, letter_options, register
 from easyvideor1.eval.benchmarks.official import ProjectScoring
 from easyvideor1.eval.types import AnnotationError, EvalItem
 from easyvideor1.rewards import UnknownProblemType, canonical_problem_type
+from easyvideor1.rewards.gt_check import sample_check
 
 
 def item_from_sample(bench: str, sample: Sample, categories: dict) -> EvalItem:
@@ -39,6 +40,17 @@ def item_from_sample(bench: str, sample: Sample, categories: dict) -> EvalItem:
     return EvalItem(benchmark=bench, id=sample.problem_id, question=sample.problem, answer=sample.answer,
                     problem_type=problem_type, videos=sample.videos, images=sample.images, options=options,
                     categories=categories, meta=meta, source=where)
+
+
+def checked_samples(path: Path | str) -> list[Sample]:
+    """The rows of ``path`` (media not checked: a prepared row's frames are in the store); the
+    first bad row, in one line, when there is any."""
+    samples, problems = load_samples_report(path, check_ground_truth=sample_check)
+    if problems:
+        first = problems[0]
+        more = f" (and {len(problems) - 1} more: evr1 data validate {path})" if len(problems) > 1 else ""
+        raise AnnotationError(first.path, first.line, first.field, first.message + more)
+    return samples
 
 
 def data_files(root: Path | str) -> list[Path | str]:
@@ -93,7 +105,7 @@ class JSONLBenchmark(ProjectScoring, Benchmark):
     def load(self, root: Path | str) -> list[EvalItem]:
         items = []
         for path in data_files(root):
-            for sample in load_samples(path, check_media=False):
+            for sample in checked_samples(path):
                 items.append(item_from_sample(self.name, sample, {
                     "problem_type": canonical_problem_type(sample.problem_type), "file": _file_name(path),
                     "data_type": sample.data_type}))

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from easyvideor1.data import load_samples
 from easyvideor1.eval.benchmarks.base import Benchmark, find_file, register
-from easyvideor1.eval.benchmarks.jsonl import item_from_sample
+from easyvideor1.eval.benchmarks.jsonl import checked_samples, item_from_sample
 from easyvideor1.eval.benchmarks.official import ProjectScoring
 from easyvideor1.eval.types import EvalItem
 from easyvideor1.rewards import canonical_problem_type
@@ -27,7 +26,7 @@ class Synthetic(ProjectScoring, Benchmark):
     def load(self, root: Path) -> list[EvalItem]:
         path = find_file(root, ("val.jsonl",), "synthetic validation split (val.jsonl from evr1 data synth)")
         items = []
-        for sample in load_samples(path, check_media=False):
+        for sample in checked_samples(path):
             synth = sample.extra.get("synth") if isinstance(sample.extra.get("synth"), dict) else {}
             items.append(item_from_sample(self.name, sample, {
                 "task": synth.get("task"), "problem_type": canonical_problem_type(sample.problem_type)}))

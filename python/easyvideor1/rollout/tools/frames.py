@@ -7,9 +7,10 @@ same decoder, seek path, sampling and resize, and the same content-addressed cac
 distinct window has its own key; a miss decodes it and writes it back, and the same window
 asked again is a store hit, counted by the loader (``loader.stats()``).
 
-``make_tool_frame_source(cfg)`` picks the frame-cache service's tool endpoint in distributed
-mode when ``distributed.frame_cache_url`` is set, else a local source over
-``data.frame_cache.store`` (or none: every window is decoded).
+``make_tool_frame_source(cfg, service_url=...)`` makes the frame-cache service's tool endpoint at
+``service_url``, else a local source over ``data.frame_cache.store`` (or none: every window is
+decoded). The caller says which: ``train/parts.py`` decides by mode (``tool_frames_url``), a
+rollout worker uses its pool's frame-cache service.
 """
 
 from __future__ import annotations
@@ -55,20 +56,19 @@ class LocalToolFrameSource(ToolFrameSource):
 
 
 def make_tool_frame_source(cfg: RunConfig, family: str | ModelFamily | None = None, *,
-                           loader: FrameLoader | None = None) -> ToolFrameSource:
-    """The run's tool frame source: the frame-cache service's tool endpoint in distributed mode
-    (with ``distributed.frame_cache_url``), else a :class:`LocalToolFrameSource`.
+                           loader: FrameLoader | None = None, service_url: str | None = None) -> ToolFrameSource:
+    """The frame-cache service's tool endpoint at ``service_url``, else a :class:`LocalToolFrameSource`.
 
     ``family`` defaults to the policy's (``worker.actor.model_path``); ``loader`` is the run's
     frame loader to share (its store, hash index and counters) for the local source.
     """
     fam = get_family(family) if family is not None else detect_family(cfg.worker.actor.model_path)
-    url = cfg.distributed.frame_cache_url
-    if cfg.distributed.mode == "distributed" and url:
+    if service_url:
         from easyvideor1.rollout.tools.remote import HttpToolFrameSource
 
         token = os.environ.get(cfg.serve.frame_cache.token_env or HTTP_TOKEN_ENV) or None
-        return HttpToolFrameSource(url, timeout_s=cfg.worker.rollout.tools.timeout_s, token=token, family=fam.name)
+        return HttpToolFrameSource(service_url, timeout_s=cfg.worker.rollout.tools.timeout_s, token=token,
+                                   family=fam.name)
     if loader is None:
         video, image = frame_params(cfg, fam)
         store = cfg.data.frame_cache.store

@@ -1,4 +1,4 @@
-"""Object stores for versioned weights (used by :mod:`easyvideor1.rollout.weight_sync`).
+"""Object stores for versioned weights (used by :mod:`easyvideor1.weight_sync.publish`).
 
 ``open_objects(url)``: ``s3://bucket/prefix`` through the ``minio`` SDK (options, else the URL
 query, else EVR1_S3_ENDPOINT / AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY), or a local directory
@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from easyvideor1.errors import EasyVideoR1Error
 
@@ -261,3 +261,14 @@ def open_objects(store_url: str, **options: Any) -> _Objects:
     if parts.scheme == "":
         return _LocalObjects(store_url)
     raise WeightSyncError(f"unsupported weight store URL {store_url!r} (use s3://bucket/prefix, file:// or a path)")
+
+
+def join_store(root: str, prefix: str) -> str:
+    """``root`` (a path, file://, or s3://bucket/p?query) with ``prefix`` appended to its path."""
+    parts = urlsplit(root)
+    if parts.scheme in ("", "file"):
+        path = parts.path if parts.scheme else root
+        joined = f"{path.rstrip('/')}/{prefix.strip('/')}"
+        return f"file://{joined}" if parts.scheme else joined
+    path = f"{parts.path.rstrip('/')}/{prefix.strip('/')}"
+    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, parts.fragment))

@@ -35,16 +35,17 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from easyvideor1.files import share
 from easyvideor1.logging import event, get_logger
 from easyvideor1.queue import VersionBoard, VersionError, WeightVersion
-from easyvideor1.rollout.weight_store import (
+from easyvideor1.weight_sync.host import unique_tensors
+from easyvideor1.weight_sync.store import (
     WeightCorruptError,
     WeightSyncError,
     open_objects,
     sha256_file,
     version_dir,
 )
-from easyvideor1.rollout.weights import unique_tensors
 
 __all__ = ["WeightCorruptError", "WeightPublisher", "WeightSubscriber", "WeightSyncError", "is_stale"]
 _log = get_logger(__name__)
@@ -102,6 +103,7 @@ class WeightPublisher:
         name = f"{version_dir(version)}/{MODEL_FILE}"
         try:
             save_file(tensors, str(model_tmp), metadata={"evr1.version": str(version)})
+            share(model_tmp)  # 0600 from safetensors: rollout workers of another uid read it from the store
             sha256, size = sha256_file(model_tmp)
             manifest = {"version": version, "file": MODEL_FILE, "format": "safetensors", "tensors": len(tensors),
                         "bytes": size, "tensor_bytes": sum(t.numel() * t.element_size() for t in tensors.values()),

@@ -13,14 +13,16 @@ the board, the prefix and the minimum version (wire.WeightsRef). ``ensure`` then
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from easyvideor1.logging import event, get_logger
 from easyvideor1.queue import VersionBoard, open_version_board
-from easyvideor1.rollout.base import RolloutEngine
-from easyvideor1.rollout.weight_store import WeightSyncError
-from easyvideor1.rollout.weight_sync import WeightSubscriber
-from easyvideor1.rollout.wire import WeightsRef, join_store
+from easyvideor1.weight_sync.publish import WeightSubscriber
+from easyvideor1.weight_sync.store import WeightSyncError, join_store
+
+if TYPE_CHECKING:  # rollout/ imports weight_sync at run time, never the reverse
+    from easyvideor1.rollout.base import RolloutEngine
+    from easyvideor1.rollout.wire import WeightsRef
 
 log = get_logger(__name__)
 _MAX_BOARDS = 8  # subscribers kept open (one per run seen recently)

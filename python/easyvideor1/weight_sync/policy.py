@@ -2,11 +2,14 @@
 
 :class:`PolicySync` is the interface the trainer pushes each version through:
 :class:`EnginePolicySync` updates the in-process engine in place; the distributed mode's
-:class:`~easyvideor1.rollout.remote_stage.RemotePolicySync` publishes the version to the weights
+:class:`~easyvideor1.weight_sync.remote.RemotePolicySync` publishes the version to the weights
 store and the version board that the rollout pool follows.
 
 The trainer calls :meth:`PolicySync.before_update` once a step's rollouts are done (before the
-old log-probs and the update) and :meth:`PolicySync.push` after the update. A colocated engine
+old log-probs and the update) and :meth:`PolicySync.sync` with the actor after the update:
+:class:`EnginePolicySync` reads the actor's parameters and sends the changed trainable ones in
+buckets (weight_sync/sender.py: by CUDA IPC when actor and engine share the GPU, as host bytes
+otherwise); :meth:`PolicySync.push` takes a whole state dict (a checkpoint, a path). A colocated engine
 (``worker.rollout.colocate``: engine and actor on one GPU) sleeps in between, so the actor has
 the GPU to itself; ``push`` frees what the actor left cached, wakes the engine and loads the
 weights in place.
@@ -18,10 +21,19 @@ import gc
 import inspect
 import time
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from easyvideor1.logging import event, get_logger
-from easyvideor1.rollout.base import RolloutEngine
+from easyvideor1.weight_sync.sender import (
+    DEFAULT_BUCKET_BYTES,
+    BucketSender,
+    HostTransport,
+    IpcTransport,
+    Transport,
+)
+
+if TYPE_CHECKING:  # rollout/ imports weight_sync at run time, never the reverse
+    from easyvideor1.rollout.base import RolloutEngine
 
 log = get_logger(__name__)
 
@@ -40,6 +52,12 @@ class PolicySync(ABC):
     @abstractmethod
     def push(self, state_dict: dict[str, Any], version: int) -> None:
         """Make ``version`` (full, unsharded state dict) the policy of the next rollouts."""
+
+    def sync(self, actor: Any, version: int) -> None:
+        """Make the ``actor``'s current weights ``version`` (the trainer's call after an update).
+        By default through its full state dict; a sync that can read the actor's parameters
+        sends them in buckets instead (:class:`EnginePolicySync`)."""
+        self.push(actor.full_state_dict(self.weight_dtype), version)
 
     def close(self) -> None:
         """Release what the sync holds."""
@@ -88,14 +106,16 @@ class EnginePolicySync(PolicySync):
     ``last_sync`` holds the timings and memory of the latest push (for benchmarks and logs)."""
 
     def __init__(self, engine: RolloutEngine, *, owns_engine: bool = True, colocate: bool = False,
-                 sleep_level: int = 1):
+                 sleep_level: int = 1, bucket_bytes: int = DEFAULT_BUCKET_BYTES):
         if sleep_level not in (1, 2):
             raise ValueError(f"sleep_level must be 1 or 2, got {sleep_level!r}")
         self.engine, self.owns_engine = engine, owns_engine
         self.colocate, self.sleep_level = colocate, sleep_level
+        self.bucket_bytes = int(bucket_bytes)
         self.asleep = False
         self.last_sync: dict[str, Any] = {}
         self._sleep_info: dict[str, Any] = {}
+        self._sender: BucketSender | None = None
 
     @property
     def weight_dtype(self) -> Any:
@@ -116,10 +136,38 @@ class EnginePolicySync(PolicySync):
                             **{f"{k}_asleep": v for k, v in device_memory().items()}}
 
     def push(self, state_dict: dict[str, Any], version: int) -> None:
+        if self._sender is not None:
+            self._sender.forget()  # the engine now holds these weights, whatever the sender sent before
+        self._in_place(lambda: self.engine.update_weights(state_dict, version=version), version)
+
+    def sync(self, actor: Any, version: int) -> None:
+        model = getattr(actor, "model", None)
+        if model is None or not hasattr(self.engine, "collective_rpc"):
+            super().sync(actor, version)  # an actor group elsewhere, or an engine without buckets
+            return
+        self._in_place(lambda: self._send_buckets(model, version), version)
+
+    def _transport(self, model: Any) -> Transport:
+        device = next(model.parameters()).device
+        if device.type == "cuda" and self.engine.device_type == "cuda":
+            return IpcTransport(self.engine.collective_rpc, device)  # colocated: one GPU
+        return HostTransport(self.engine.collective_rpc)
+
+    def _send_buckets(self, model: Any, version: int) -> None:
+        if self._sender is None:
+            self._sender = BucketSender(self._transport(model), dtype=self.engine.weight_dtype,
+                                        bucket_bytes=self.bucket_bytes)
+        # Sleep level 2 dropped the engine's weights: all of them go, frozen ones too.
+        stats = self._sender.send(model, everything=self.asleep and self.sleep_level == 2)
+        summary = {"transport": type(self._sender.transport).__name__, **stats.summary()}
+        self.engine.finish_weights(version, summary, changed=stats.tensors > 0)
+
+    def _in_place(self, load: Any, version: int) -> None:
         if not self.asleep:
             started = time.perf_counter()
-            self.engine.update_weights(state_dict, version=version)
-            self.last_sync = {"version": version, "update_s": round(time.perf_counter() - started, 3)}
+            load()
+            self.last_sync = {"version": version, "update_s": round(time.perf_counter() - started, 3),
+                              **self._sent()}
             return
         info = dict(self._sleep_info)
         started = time.perf_counter()
@@ -135,7 +183,7 @@ class EnginePolicySync(PolicySync):
             self.engine.wake_up()
         wake_s = time.perf_counter() - woke
         loaded = time.perf_counter()
-        self.engine.update_weights(state_dict, version=version)
+        load()
         update_s = time.perf_counter() - loaded
         if tagged:
             woke = time.perf_counter()
@@ -144,10 +192,18 @@ class EnginePolicySync(PolicySync):
         self.asleep = False
         info.update({"version": version, "wake_s": round(wake_s, 3), "update_s": round(update_s, 3),
                      "sync_s": round(time.perf_counter() - started, 3), "sleep_level": self.sleep_level,
-                     **{f"{k}_awake_again": v for k, v in device_memory().items()}})
+                     **{f"{k}_awake_again": v for k, v in device_memory().items()}, **self._sent()})
         self.last_sync = info
         event(log, "colocated_policy_sync", **info)
 
+    def _sent(self) -> dict[str, Any]:
+        update = getattr(self.engine, "last_update", None) or {}
+        return {k: update[k] for k in ("transport", "tensors", "nbytes", "buckets", "frozen", "unchanged")
+                if k in update}
+
     def close(self) -> None:
+        if self._sender is not None:
+            self._sender.close()
+            self._sender = None
         if self.owns_engine:
             self.engine.close()

