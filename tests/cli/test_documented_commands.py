@@ -64,7 +64,8 @@ NOT_RUN: dict[str, str] = {
     "make interop": "installs veRL and TRL beside the project (network); tests/interop/ runs what it sets up",
     ".venv/bin/pytest -q tests/interop": _TESTS,
     ".venv/bin/pytest -q tests/distributed/test_dist_units.py tests/distributed/test_dist_rollout_faults.py "
-    "tests/distributed/test_dist_cluster.py tests/distributed/test_ray_trainer_split.py": _TESTS,
+    "tests/distributed/test_dist_cluster.py tests/distributed/test_cluster_supervision.py "
+    "tests/distributed/test_ray_trainer_split.py": _TESTS,
     ".venv/bin/pytest -q tests/services/test_frame_cache_*.py tests/security/test_frame_store_integrity.py "
     "tests/distributed/test_weight_sync*.py": _TESTS,
     ".venv/bin/pytest tests/services/test_reward_service.py tests/services/test_reward_client.py": _TESTS,
