@@ -38,7 +38,7 @@ from _gpu_rl import (  # noqa: E402
     synthetic_video_tasks,
 )
 
-COLUMNS = ["step", "version", "sync_s", "sleep_s", "wake_s", "update_s", "gpu_awake_gib", "gpu_asleep_gib",
+COLUMNS = ["step", "version", "sync_s", "release_s", "sleep_s", "wake_s", "update_s", "gpu_awake_gib", "gpu_asleep_gib",
            "gpu_actor_released_gib", "gpu_awake_again_gib", "actor_peak_gib", "lp_gap_mean", "lp_gap_max",
            "lp_moved_mean", "rollout_s", "update_s_actor", "step_s"]
 
@@ -116,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
                 info = sync.last_sync
                 row = {"step": trainer.step, "version": engine.policy_version,
                        "sync_s": metrics["time/weight_sync_s"], "sleep_s": info.get("sleep_s"),
+                       "release_s": info.get("release_s"), "gc_s": info.get("release_gc_s"),
                        "wake_s": info.get("wake_s"), "update_s": info.get("update_s"),
                        "gpu_awake_gib": info.get("gpu_used_gib_awake"),
                        "gpu_asleep_gib": info.get("gpu_used_gib_asleep"),

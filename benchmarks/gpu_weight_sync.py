@@ -35,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _gpu_rl import markdown_table, on_gpu  # noqa: E402
 
-COLUMNS = ["round", "method", "target", "sync_s", "wake_s", "move_s", "transport", "buckets", "tensors", "gb",
+COLUMNS = ["round", "method", "target", "sync_s", "release_s", "wake_s", "move_s", "transport", "buckets", "tensors", "gb",
            "gpu_awake_gib", "same_tokens", "lp_diff_max"]
 
 
@@ -163,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         info = sync.last_sync
         update = engine.last_update or {}
         gb = update.get("gb") or round(update.get("nbytes", 0) / 1e9, 3)
-        return {"sync_s": round(seconds, 3), "wake_s": info.get("wake_s"), "move_s": info.get("update_s"),
+        return {"sync_s": round(seconds, 3), "release_s": info.get("release_s"), "gc_s": info.get("release_gc_s"),
+                "wake_s": info.get("wake_s"), "move_s": info.get("update_s"),
                 "transport": update.get("transport") or update.get("via"), "buckets": update.get("buckets"),
                 "tensors": update.get("tensors"), "gb": gb,
                 "gpu_awake_gib": device_memory().get("gpu_used_gib")}

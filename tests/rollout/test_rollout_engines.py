@@ -121,6 +121,13 @@ def test_sleep_and_wake_up(pairs, backend):
         engine.generate(requests, SamplingConfig(max_tokens=2))
     engine.wake_up()
     assert len(engine.generate(requests, SamplingConfig(max_tokens=2))[0].completions[0].token_ids) == 2
+    # The colocated order at level 2: the weights first (still asleep: no KV cache), then the KV cache.
+    engine.sleep(level=2)
+    engine.wake_up(tags=["weights"])
+    with pytest.raises(EngineAsleepError, match="wake_up"):
+        engine.generate(requests, SamplingConfig(max_tokens=2))
+    engine.wake_up(tags=["kv_cache"])
+    assert len(engine.generate(requests, SamplingConfig(max_tokens=2))[0].completions[0].token_ids) == 2
 
 
 def test_bad_requests_are_refused_clearly(pairs):

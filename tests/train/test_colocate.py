@@ -44,6 +44,8 @@ def test_sleep_wake_order(level, expected):
     sync.push({}, 3)
     assert engine.calls == expected and not sync.asleep
     assert sync.last_sync["version"] == 3 and "sync_s" in sync.last_sync
+    # The actor's cache release before the wake-up is timed apart (its garbage collection too).
+    assert 0 <= sync.last_sync["release_gc_s"] <= sync.last_sync["release_s"] <= sync.last_sync["sync_s"]
     sync.push({}, 4)  # awake: a plain in-place update (e.g. after a resume)
     assert engine.calls[-1] == ("update", 4)
 

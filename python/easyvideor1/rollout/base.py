@@ -196,12 +196,16 @@ class RolloutEngine(abc.ABC):
         """Load a new policy (state dict, or a .safetensors file/directory) and record ``version``."""
 
     @abc.abstractmethod
-    def sleep(self) -> bool:
-        """Stop serving and release what memory the backend can; True if memory was released."""
+    def sleep(self, level: int = 1) -> bool:
+        """Stop serving and release what memory the backend can; True if memory was released.
+        ``level`` 1 keeps the weights (in host memory where the backend can), 2 drops them: the
+        next wake-up must be followed by a full weight load."""
 
     @abc.abstractmethod
-    def wake_up(self) -> None:
-        """Serve again after :meth:`sleep`."""
+    def wake_up(self, tags: Sequence[str] | None = None) -> None:
+        """Serve again after :meth:`sleep`. ``tags`` (``["weights"]``, then ``["kv_cache"]``) wake
+        one kind of memory at a time, so that new weights are loaded before the KV cache takes its
+        share; ``None`` wakes everything. Generation is allowed once the KV cache is awake."""
 
     @abc.abstractmethod
     def close(self) -> None:

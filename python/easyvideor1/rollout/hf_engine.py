@@ -174,22 +174,28 @@ class HFEngine(RolloutEngine):
         event(log, "hf_weights_updated", version=self.policy_version, tensors=len(state),
               seconds=round(time.perf_counter() - started, 3))
 
-    def sleep(self) -> bool:
-        """On a GPU the model moves to host memory (True); on CPU nothing is released (False)."""
+    def sleep(self, level: int = 1) -> bool:
+        """On a GPU the model moves to host memory (True); on CPU nothing is released (False).
+        Level 2 does the same: the weights a full load then writes are in host memory, not lost."""
         import torch
 
+        if level not in (1, 2):
+            raise ValueError(f"sleep level must be 1 or 2, got {level!r}")
         released = False
-        if self.device.type == "cuda":
+        if self.device.type == "cuda" and not self._asleep:
             self.model.to("cpu")
             torch.cuda.empty_cache()
             released = True
         self._asleep = True
         return released
 
-    def wake_up(self) -> None:
-        if self._asleep and self.device.type == "cuda":
+    def wake_up(self, tags: Sequence[str] | None = None) -> None:
+        """The model has no separate KV cache: it comes back with the weights tag (or all)."""
+        if self._asleep and self.device.type == "cuda" and (tags is None or "weights" in tags) \
+                and next(self.model.parameters()).device.type == "cpu":
             self.model.to(self.device)
-        self._asleep = False
+        if tags is None or "kv_cache" in tags:
+            self._asleep = False
 
     def close(self) -> None:
         self.model = None
